@@ -1,0 +1,42 @@
+"""Action selectors: turn per-agent Q-values into actions. REGISTRY maps config names to classes."""
+from types import SimpleNamespace
+
+import torch as th
+from torch.distributions import Categorical
+
+from .epsilon_schedules import DecayThenFlatSchedule
+
+
+class EpsilonGreedyActionSelector:
+    """Each agent independently takes a uniformly random *available* action with probability
+    epsilon, otherwise the available action with the highest Q-value.
+
+    Epsilon follows a linear DecayThenFlatSchedule(epsilon_start, epsilon_finish,
+    epsilon_anneal_time) of t_env. In test mode epsilon is args.test_noise (0.0 unless set),
+    i.e. evaluation is greedy.
+    """
+
+    def __init__(self, args: SimpleNamespace):
+        self.args = args
+        self.schedule = DecayThenFlatSchedule(args.epsilon_start, args.epsilon_finish,
+                                              args.epsilon_anneal_time, decay="linear")
+        self.epsilon = self.schedule.eval(0)
+
+    def select_action(self, agent_qs: th.Tensor, avail_actions: th.Tensor, t_env: int,
+                      test_mode: bool = False) -> th.Tensor:
+        """agent_qs, avail_actions: [bs, n_agents, n_actions] → actions LongTensor [bs, n_agents]."""
+        self.epsilon = self.schedule.eval(t_env)
+        if test_mode:
+            self.epsilon = getattr(self.args, "test_noise", 0.0)
+
+        # Unavailable actions can never win the argmax.
+        masked_qs = agent_qs.clone().masked_fill(avail_actions == 0, -float("inf"))
+
+        pick_random = (th.rand_like(agent_qs[:, :, 0]) < self.epsilon).long()  # [bs, n_agents]
+        # Categorical normalises the 0/1 mask: uniform over the available actions.
+        random_actions = Categorical(avail_actions.float()).sample().long()  # [bs, n_agents]
+        greedy_actions = masked_qs.max(dim=2)[1]  # [bs, n_agents]
+        return pick_random * random_actions + (1 - pick_random) * greedy_actions
+
+
+REGISTRY = {"epsilon_greedy": EpsilonGreedyActionSelector}

@@ -1,0 +1,27 @@
+"""Environment registry: env name (the `env:` key of a config) -> factory(**env_args) -> env."""
+from typing import Callable
+
+from envs.multiagentenv import MultiAgentEnv
+from envs.one_step_matrix_game import OneStepMatrixGame
+from envs.stag_hunt import StagHunt
+
+
+def _make_sc2(**env_args) -> MultiAgentEnv:
+    # Imported on use: the SMAC simulator pulls in far more than the small test environments.
+    from envs.starcraft.starcraft2 import StarCraft2Env
+
+    return StarCraft2Env(**env_args)
+
+
+REGISTRY: dict[str, Callable[..., MultiAgentEnv]] = {
+    "sc2": _make_sc2,
+    "one_step_matrix_game": OneStepMatrixGame,
+    "stag_hunt": StagHunt,
+}
+
+
+def make_env(name: str, **env_args) -> MultiAgentEnv:
+    """Build the environment registered as `name`, failing with the list of known names."""
+    if name not in REGISTRY:
+        raise ValueError(f"unknown env '{name}'; known envs: {', '.join(sorted(REGISTRY))}")
+    return REGISTRY[name](**env_args)

@@ -1,0 +1,1 @@
+"""Shared helpers: multi-step RL targets, logging and timing."""

@@ -1,0 +1,202 @@
+"""Multi-agent controllers and the RNN agents: input construction, action choice, memory."""
+from types import SimpleNamespace
+
+import pytest
+import torch as th
+
+from components.episode_buffer import EpisodeBatch
+from components.transforms import OneHot
+from controllers import REGISTRY as mac_REGISTRY
+from controllers.basic_controller import BasicMAC
+from controllers.n_controller import NMAC
+from modules.agents import REGISTRY as agent_REGISTRY
+from modules.agents.n_rnn_agent import NRNNAgent
+
+th.set_num_threads(1)
+
+N_AGENTS, N_ACTIONS, OBS, T, BS, HIDDEN = 3, 5, 4, 6, 2, 16
+
+
+def make_args(**overrides) -> SimpleNamespace:
+    args = dict(n_agents=N_AGENTS, n_actions=N_ACTIONS, rnn_hidden_dim=HIDDEN, agent="n_rnn",
+                obs_last_action=True, obs_agent_id=True, agent_output_type="q",
+                action_selector="epsilon_greedy", epsilon_start=1.0, epsilon_finish=0.05,
+                epsilon_anneal_time=1000, use_layer_norm=False, use_orthogonal=False, gain=0.01)
+    args.update(overrides)
+    return SimpleNamespace(**args)
+
+
+def make_batch() -> EpisodeBatch:
+    """A runner-like batch with random obs, actions and availability for every step."""
+    scheme = {
+        "obs": {"vshape": OBS, "group": "agents"},
+        "actions": {"vshape": (1,), "group": "agents", "dtype": th.long},
+        "avail_actions": {"vshape": (N_ACTIONS,), "group": "agents", "dtype": th.int},
+    }
+    preprocess = {"actions": ("actions_onehot", [OneHot(out_dim=N_ACTIONS)])}
+    batch = EpisodeBatch(scheme, {"agents": N_AGENTS}, BS, T, preprocess=preprocess)
+    avail = (th.rand(BS, T, N_AGENTS, N_ACTIONS) < 0.5).int()
+    avail[..., 0] = 1  # no-op always available
+    batch.update({"obs": th.randn(BS, T, N_AGENTS, OBS),
+                  "actions": th.randint(0, N_ACTIONS, (BS, T, N_AGENTS, 1)),
+                  "avail_actions": avail})
+    return batch
+
+
+@pytest.fixture(autouse=True)
+def seed():
+    th.manual_seed(0)
+
+
+def test_registries():
+    assert mac_REGISTRY["basic_mac"] is BasicMAC and mac_REGISTRY["n_mac"] is NMAC
+    assert issubclass(NMAC, BasicMAC)
+    assert set(agent_REGISTRY) >= {"rnn", "n_rnn"}
+
+
+@pytest.mark.parametrize("t", [0, 3])
+def test_inputs_are_obs_last_action_and_agent_id(t):
+    batch = make_batch()
+    mac = NMAC(batch.scheme, batch.groups, make_args())
+    inputs = mac._build_inputs(batch, t)
+    assert inputs.shape == (BS, N_AGENTS, OBS + N_ACTIONS + N_AGENTS)
+    assert mac.agent.fc1.in_features == OBS + N_ACTIONS + N_AGENTS
+
+    assert th.equal(inputs[..., :OBS], batch["obs"][:, t])
+    last_action = inputs[..., OBS:OBS + N_ACTIONS]
+    if t == 0:
+        assert last_action.abs().sum() == 0  # no previous action at the first step
+    else:
+        expected = th.nn.functional.one_hot(batch["actions"][:, t - 1, :, 0], N_ACTIONS).float()
+        assert th.equal(last_action, expected)
+    agent_id = inputs[..., OBS + N_ACTIONS:]
+    assert th.equal(agent_id, th.eye(N_AGENTS).expand(BS, -1, -1))
+
+
+def test_inputs_without_optional_parts_are_just_obs():
+    batch = make_batch()
+    mac = BasicMAC(batch.scheme, batch.groups, make_args(obs_last_action=False, obs_agent_id=False))
+    assert th.equal(mac._build_inputs(batch, 2), batch["obs"][:, 2])
+    assert mac.agent.fc1.in_features == OBS
+
+
+def test_hidden_state_shapes_and_memory():
+    batch = make_batch()
+    mac = NMAC(batch.scheme, batch.groups, make_args())
+    mac.init_hidden(BS)
+    assert mac.hidden_states.shape == (BS, N_AGENTS, HIDDEN) and mac.hidden_states.abs().sum() == 0
+    q0 = mac.forward(batch, t=0)
+    assert q0.shape == (BS, N_AGENTS, N_ACTIONS)
+    assert mac.hidden_states.shape == (BS, N_AGENTS, HIDDEN) and mac.hidden_states.abs().sum() > 0
+    q1_with_memory = mac.forward(batch, t=1)
+    mac.init_hidden(BS)
+    q1_fresh = mac.forward(batch, t=1)
+    assert not th.allclose(q1_with_memory, q1_fresh)  # the memory from step 0 matters
+
+
+def test_select_actions_respects_avail_actions_and_bs():
+    batch = make_batch()
+    for t_env in (0, 10**6):  # fully random, then mostly greedy
+        mac = NMAC(batch.scheme, batch.groups, make_args(epsilon_finish=0.0))
+        for _ in range(20):
+            mac.init_hidden(BS)
+            for t in range(T):
+                actions = mac.select_actions(batch, t_ep=t, t_env=t_env)
+                assert actions.shape == (BS, N_AGENTS)
+                avail = batch["avail_actions"][:, t]
+                assert avail.gather(-1, actions.unsqueeze(-1)).all()
+
+    mac.init_hidden(BS)
+    actions = mac.select_actions(batch, t_ep=0, t_env=0, bs=[1], test_mode=True)
+    assert actions.shape == (1, N_AGENTS)
+    mac.init_hidden(BS)
+    qs = mac.forward(batch, t=0)[1].masked_fill(batch["avail_actions"][1, 0] == 0, -float("inf"))
+    assert th.equal(actions[0], qs.argmax(-1))  # test mode is greedy over available actions
+
+
+def test_n_mac_outputs_raw_q_and_basic_mac_can_output_masked_policies():
+    batch = make_batch()
+    args = make_args(agent="rnn", agent_output_type="pi_logits")
+    n_mac = NMAC(batch.scheme, batch.groups, args)
+    basic_mac = BasicMAC(batch.scheme, batch.groups, args)
+    basic_mac.load_state(n_mac)
+    n_mac.init_hidden(BS)
+    basic_mac.init_hidden(BS)
+    q = n_mac.forward(batch, t=2)
+    pi = basic_mac.forward(batch, t=2)
+    avail = batch["avail_actions"][:, 2]
+    assert th.allclose(pi.sum(-1), th.ones(BS, N_AGENTS))
+    assert (pi[avail == 0] < 1e-6).all()
+    expected = th.softmax(q.masked_fill(avail == 0, -1e5), dim=-1)
+    assert th.allclose(pi, expected)
+
+
+def test_n_rnn_with_layer_norm_and_orthogonal_init():
+    batch = make_batch()
+    mac = NMAC(batch.scheme, batch.groups, make_args(use_layer_norm=True, use_orthogonal=True, gain=0.01))
+    agent = mac.agent
+    assert isinstance(agent, NRNNAgent) and isinstance(agent.layer_norm, th.nn.LayerNorm)
+    # fc2 rows are orthonormal scaled by gain; fc1 columns orthonormal (gain 1); biases zero.
+    w2 = agent.fc2.weight
+    assert th.allclose(w2 @ w2.T, 0.01 ** 2 * th.eye(N_ACTIONS), atol=1e-7)
+    w1 = agent.fc1.weight  # [HIDDEN, input], HIDDEN > input
+    assert th.allclose(w1.T @ w1, th.eye(w1.shape[1]), atol=1e-5)
+    assert agent.fc1.bias.abs().sum() == 0 and agent.fc2.bias.abs().sum() == 0
+
+    mac.init_hidden(BS)
+    qs = th.stack([mac.forward(batch, t) for t in range(T)], dim=1)  # [BS, T, n_agents, n_actions]
+    assert qs.shape == (BS, T, N_AGENTS, N_ACTIONS) and th.isfinite(qs).all()
+    # LayerNorm output has unit scale per row, so |q| <= gain * ||ln(h)|| = 0.01 * sqrt(HIDDEN).
+    assert qs.abs().max() <= 0.01 * HIDDEN ** 0.5 + 1e-6
+    qs.sum().backward()
+    assert agent.layer_norm.weight.grad is not None and agent.rnn.weight_ih.grad.abs().sum() > 0
+
+
+def test_layer_norm_changes_outputs_and_rnn_agent_ignores_n_rnn_options():
+    args = make_args(use_layer_norm=True, use_orthogonal=True)
+    th.manual_seed(5)
+    plain = agent_REGISTRY["rnn"](10, args)
+    th.manual_seed(5)
+    normed = agent_REGISTRY["n_rnn"](10, make_args(use_layer_norm=True))
+    assert not hasattr(plain, "layer_norm") or plain.layer_norm is None
+    inputs = th.randn(BS, N_AGENTS, 10)
+    hidden = plain.init_hidden().expand(BS * N_AGENTS, -1)
+    q_plain, h_plain = plain(inputs, hidden)
+    q_normed, h_normed = normed(inputs, hidden)
+    assert th.allclose(h_plain, h_normed)  # same weights, same memory
+    assert th.allclose(q_normed, normed.fc2(normed.layer_norm(h_normed)))
+    assert not th.allclose(q_plain, q_normed)
+    # Flat [bs*n_agents, input] inputs work too and give the same answer.
+    q_flat, h_flat = plain(inputs.reshape(-1, 10), None)
+    assert q_flat.shape == (BS * N_AGENTS, N_ACTIONS) and th.allclose(q_flat.view_as(q_plain), q_plain)
+
+
+def test_save_load_and_load_state(tmp_path):
+    batch = make_batch()
+    mac = NMAC(batch.scheme, batch.groups, make_args())
+    other = NMAC(batch.scheme, batch.groups, make_args())
+    assert not th.equal(mac.agent.fc1.weight, other.agent.fc1.weight)
+    mac.save_models(str(tmp_path))
+    assert (tmp_path / "agent.th").exists()
+    other.load_models(str(tmp_path))
+    for p, q in zip(mac.parameters(), other.parameters()):
+        assert th.equal(p, q)
+
+    target = NMAC(batch.scheme, batch.groups, make_args())
+    target.load_state(mac)
+    mac.init_hidden(BS)
+    target.init_hidden(BS)
+    assert th.equal(mac.forward(batch, 1), target.forward(batch, 1))
+
+
+def test_bad_config_raises_clear_errors():
+    batch = make_batch()
+    with pytest.raises(ValueError, match="unknown agent 'lstm'"):
+        NMAC(batch.scheme, batch.groups, make_args(agent="lstm"))
+    with pytest.raises(ValueError, match="unknown action_selector 'boltzmann'"):
+        NMAC(batch.scheme, batch.groups, make_args(action_selector="boltzmann"))
+    with pytest.raises(ValueError, match="unknown agent_output_type"):
+        BasicMAC(batch.scheme, batch.groups, make_args(agent_output_type="probs"))
+    scheme = {"obs": {"vshape": OBS, "group": "agents"}}
+    with pytest.raises(ValueError, match="actions_onehot"):
+        NMAC(scheme, batch.groups, make_args())
