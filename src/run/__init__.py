@@ -1,0 +1,5 @@
+from .run import run
+
+REGISTRY = {
+    "default": run,
+}

@@ -1,0 +1,107 @@
+"""Experiment statistics: console summaries, sacred's info.json and TensorBoard.
+
+Every stat goes to all enabled sinks at once through `Logger.log_stat`; the console only
+shows a periodic "Recent Stats" table (`print_recent_stats`).
+"""
+import logging
+import sys
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+_CONSOLE_FORMAT = "[%(levelname)s %(asctime)s] %(name)s %(message)s"
+# Third-party loggers that flood the console at DEBUG level (GitPython runs when sacred records git info).
+_QUIET_LOGGERS = ("git",)
+_STATS_PER_LINE = 4
+# Stats whose latest value is more telling than a mean over the print window.
+_LATEST_ONLY = ("epsilon",)
+
+
+def _plain_number(value: Any):
+    """Python int/float of a python/numpy/torch scalar, so that every sink can serialise it."""
+    return value.item() if hasattr(value, "item") else value
+
+
+class Logger:
+    """Routes stats to the console logger, sacred (run.info) and TensorBoard (tensorboardX)."""
+
+    def __init__(self, console_logger: logging.Logger):
+        self.console_logger = console_logger
+        self.use_tb = False
+        self.use_sacred = False
+        self.tb_writer = None
+        self.sacred_info = None
+        # key -> [(t, value)] since the last print_recent_stats
+        self.stats = defaultdict(list)
+
+    def setup_tb(self, directory_name: str) -> None:
+        from tensorboardX import SummaryWriter  # only needed when use_tensorboard is set
+        self.tb_writer = SummaryWriter(logdir=directory_name)
+        self.use_tb = True
+
+    def setup_sacred(self, sacred_run) -> None:
+        """Stats will also be stored in the run's info.json as `key: [values]`, `key_T: [t_env]`."""
+        self.sacred_info = sacred_run.info
+        self.use_sacred = True
+
+    def log_stat(self, key: str, value: Any, t: int, to_sacred: bool = True) -> None:
+        value = _plain_number(value)
+        self.stats[key].append((t, value))
+        if self.use_tb:
+            self.tb_writer.add_scalar(key, value, t)
+        if self.use_sacred and to_sacred:
+            self.sacred_info.setdefault(key, []).append(value)
+            self.sacred_info.setdefault(f"{key}_T", []).append(t)
+
+    def print_recent_stats(self) -> None:
+        """Print the mean of every stat gathered since the last call (latest value for epsilon), then forget them."""
+        t_env, episode = self._latest_time_and_episode()
+        lines = f"Recent Stats | t_env: {t_env:>10} | Episode: {episode:>8}\n"
+        keys = sorted(k for k in self.stats if k != "episode")
+        for i, key in enumerate(keys, start=1):
+            values = [v for _, v in self.stats[key]]
+            shown = values[-1] if key in _LATEST_ONLY else np.mean(values)
+            lines += f"{key + ':':<25}{shown:>8.4f}"
+            lines += "\n" if i % _STATS_PER_LINE == 0 else "\t"
+        self.console_logger.info(lines)
+        self.stats = defaultdict(list)
+
+    def _latest_time_and_episode(self) -> tuple:
+        if self.stats["episode"]:
+            t_env, episode = self.stats["episode"][-1]
+            return t_env, int(episode)
+        latest_t = max((t for entries in self.stats.values() for t, _ in entries), default=0)
+        return latest_t, "-"
+
+    def close(self) -> None:
+        """Flush TensorBoard events to disk (tensorboardX otherwise writes only every 2 minutes)."""
+        if self.use_tb:
+            self.tb_writer.close()
+            self.use_tb = False
+
+
+class _CurrentStderrHandler(logging.StreamHandler):
+    """Writes to sys.stderr as it is at each record, so that sacred's "sys" capture (which swaps
+    sys.stderr during a run) also records the log in cout.txt."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _stream):
+        pass
+
+
+def get_logger() -> logging.Logger:
+    """The root logger with one console handler in PyMARL's format."""
+    for name in _QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    logger = logging.getLogger()
+    logger.handlers = []
+    handler = _CurrentStderrHandler()
+    handler.setFormatter(logging.Formatter(_CONSOLE_FORMAT, "%H:%M:%S"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    return logger

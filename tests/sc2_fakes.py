@@ -1,0 +1,278 @@
+"""A fake StarCraft II for SC2Engine tests: real s2clientprotocol messages, no game.
+
+`FakeController` plays the game side of pysc2's RemoteController on top of a `world`, any
+object with the engine contract (reset/step/last_attacks, n_allies, n_enemies). The world's
+unit table is shown as raw units with tags, raw unit commands are turned back into the
+contract's order arrays, and the SMAC map trigger is imitated: armies appear over two game
+loops (allies first) after game creation and after every unit was killed.
+"""
+from collections import Counter
+
+import numpy as np
+from pysc2.lib import protocol
+from s2clientprotocol import sc2api_pb2 as sc_pb
+
+from envs.starcraft.engine import ORDER_ATTACK, ORDER_HEAL, ORDER_MOVE, ORDER_STOP, BuiltinEngine, Units
+from envs.starcraft.sc2_engine import (ABILITY_ATTACK, ABILITY_HEAL, ABILITY_MOVE, ABILITY_STOP,
+                                       ALLY_OWNER, ENEMY_OWNER, GameProcess)
+
+_KIND_OF_ABILITY = {ABILITY_STOP: ORDER_STOP, ABILITY_MOVE: ORDER_MOVE, ABILITY_ATTACK: ORDER_ATTACK,
+                    ABILITY_HEAL: ORDER_HEAL}
+TAG_STRIDE = 1000  # tags of spawn k are k * TAG_STRIDE + row: new tags on every respawn
+FLOAT_FIELDS = ("x", "y", "health", "health_max", "shield", "shield_max", "energy", "weapon_cooldown")
+
+
+def units_copy(units: Units, dtype=np.float64) -> Units:
+    """A detached copy of a unit table, its float columns passed through `dtype`."""
+    floats = {name: np.array(getattr(units, name), dtype=dtype).astype(np.float64) for name in FLOAT_FIELDS}
+    return Units(n_allies=units.n_allies, n_enemies=units.n_enemies, unit_type=np.array(units.unit_type),
+                 alive=np.array(units.alive), **floats)
+
+
+def make_units(n_allies: int, n_enemies: int, **columns) -> Units:
+    """A hand-made table: Marines in a row at y 16 unless columns (lists of n values) say otherwise."""
+    n = n_allies + n_enemies
+    table = {"unit_type": [1974] * n_allies + [48] * n_enemies, "x": 9.0 + np.arange(n),
+             "y": [16.0] * n, "health": [45.0] * n, "health_max": [45.0] * n, "shield": [0.0] * n,
+             "shield_max": [0.0] * n, "energy": [0.0] * n, "weapon_cooldown": [0.0] * n,
+             "alive": [True] * n}
+    table.update(columns)
+    dtypes = {"unit_type": np.int64, "alive": bool}
+    return Units(n_allies=n_allies, n_enemies=n_enemies,
+                 **{k: np.array(v, dtype=dtypes.get(k, np.float64)) for k, v in table.items()})
+
+
+class Float32Engine:
+    """A BuiltinEngine seen through protobuf's float32 fields (raw unit values, move targets).
+
+    An SC2Engine over a fake game holding an identical BuiltinEngine must produce bit-identical
+    unit tables to this one: the fake path only adds the protocol round trip.
+    """
+
+    def __init__(self, map_name: str, seed: int):
+        self.inner = BuiltinEngine(map_name, seed)
+        inner = self.inner
+        self.map_x, self.map_y = inner.map_x, inner.map_y
+        self.max_distance_x, self.max_distance_y = inner.max_distance_x, inner.max_distance_y
+        self.pathing_grid, self.terrain_height = inner.pathing_grid, inner.terrain_height
+
+    @property
+    def last_attacks(self) -> list[tuple[int, int]]:
+        return self.inner.last_attacks
+
+    def reset(self) -> Units:
+        return units_copy(self.inner.reset(), np.float32)
+
+    def step(self, kind, tx, ty, target) -> Units:
+        tx32, ty32 = np.asarray(tx, np.float32).astype(np.float64), np.asarray(ty, np.float32).astype(np.float64)
+        return units_copy(self.inner.step(kind, tx32, ty32, target), np.float32)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def encode_game_info(pathable: np.ndarray, height: np.ndarray,
+                     playable: tuple[int, int, int, int]) -> sc_pb.ResponseGameInfo:
+    """ResponseGameInfo the way SC2 sends it: 1-bit pathing rows (MSB first), 8-bit heights.
+
+    pathable: bool [map_x, map_y]; height: uint8 [map_x, map_y] indexed [x][y], as the engine
+    should decode them (the height image is stored y-flipped, as SMAC reads it).
+    """
+    map_x, map_y = pathable.shape
+    info = sc_pb.ResponseGameInfo(map_name="fake")
+    raw = info.start_raw
+    raw.map_size.x, raw.map_size.y = map_x, map_y
+    raw.playable_area.p0.x, raw.playable_area.p0.y, raw.playable_area.p1.x, raw.playable_area.p1.y = playable
+    raw.pathing_grid.bits_per_pixel = 1
+    raw.pathing_grid.size.x, raw.pathing_grid.size.y = map_x, map_y
+    raw.pathing_grid.data = np.packbits(pathable.T.astype(np.uint8)).tobytes()  # rows of y
+    raw.terrain_height.bits_per_pixel = 8
+    raw.terrain_height.size.x, raw.terrain_height.size.y = map_x, map_y
+    raw.terrain_height.data = np.flip(height, axis=1).T.astype(np.uint8).tobytes()  # rows of y
+    return info
+
+
+class FakeController:
+    """The subset of pysc2's RemoteController that SC2Engine uses, over a contract engine."""
+
+    def __init__(self, world, game_info: sc_pb.ResponseGameInfo, fail_on: str | None = None,
+                 enemy_delay: int = 1, error: type[Exception] = protocol.ProtocolError):
+        self.world = world
+        self.info = game_info
+        self.fail_on = fail_on  # method name that raises `error` on its next call
+        self.error = error
+        self.enemy_delay = enemy_delay  # game loops between the allies' and the enemies' spawn
+        self.requests: dict[str, list] = {"create_game": [], "join_game": [], "actions": [], "debug": []}
+        self.calls = Counter()
+        self.spawns = 0
+        self.step_counts: list[int] = []  # game loops asked for by each step() call
+        self._units = None
+        self._killed = np.zeros(0, dtype=bool)
+        self._hidden_loops = 0
+        self._orders = None
+
+    def _enter(self, method: str) -> None:
+        self.calls[method] += 1
+        if self.fail_on == method:
+            self.fail_on = None
+            raise self.error(f"fake game crashed in {method}")
+
+    def _spawn(self) -> None:
+        self._units = self.world.reset()
+        self.spawns += 1
+        self._killed = np.zeros(len(self._units.x), dtype=bool)
+        self._hidden_loops = self.enemy_delay
+
+    def tag(self, row: int) -> int:
+        return self.spawns * TAG_STRIDE + row
+
+    def row(self, tag: int) -> int:
+        assert tag // TAG_STRIDE == self.spawns, f"tag {tag} is from an earlier spawn"
+        return tag % TAG_STRIDE
+
+    # ---- RemoteController methods ---------------------------------------------------------
+    def create_game(self, request: sc_pb.RequestCreateGame) -> None:
+        self._enter("create_game")
+        self.requests["create_game"].append(request)
+
+    def join_game(self, request: sc_pb.RequestJoinGame) -> None:
+        self._enter("join_game")
+        self.requests["join_game"].append(request)
+        self._spawn()
+
+    def game_info(self) -> sc_pb.ResponseGameInfo:
+        self._enter("game_info")
+        return self.info
+
+    def actions(self, request: sc_pb.RequestAction) -> None:
+        self._enter("actions")
+        self.requests["actions"].append(request)
+        n = self.world.n_allies
+        kind, target = np.zeros(n, dtype=np.int8), np.zeros(n, dtype=np.int64)
+        tx, ty = np.zeros(n), np.zeros(n)
+        for action in request.actions:
+            cmd = action.action_raw.unit_command
+            assert not cmd.queue_command and len(cmd.unit_tags) == 1
+            ally = self.row(cmd.unit_tags[0])
+            kind[ally] = _KIND_OF_ABILITY[cmd.ability_id]
+            if cmd.HasField("target_world_space_pos"):
+                tx[ally], ty[ally] = cmd.target_world_space_pos.x, cmd.target_world_space_pos.y
+            if cmd.HasField("target_unit_tag"):
+                target[ally] = self.row(cmd.target_unit_tag)
+        self._orders = (kind, tx, ty, target)
+
+    def step(self, count: int = 1) -> None:
+        """Advance the fake game: respawn after a full kill, reveal late enemies, or play."""
+        self._enter("step")
+        self.step_counts.append(count)
+        if self._killed.all():
+            self._spawn()
+        elif self._hidden_loops > 0:
+            self._hidden_loops -= count
+        else:
+            assert count == self.world.step_mul, f"env steps advance step_mul loops, got {count}"
+            self._units = self.world.step(*self._orders)
+            self._orders = None
+
+    def observe(self) -> sc_pb.ResponseObservation:
+        self._enter("observe")
+        response = sc_pb.ResponseObservation()
+        u = self._units
+        shown = self._hidden_loops <= 0
+        engaged = dict(self.world.last_attacks) if shown else {}
+        for row in range(len(u.x)):
+            ally = row < u.n_allies
+            if not u.alive[row] or self._killed[row] or not (ally or shown):
+                continue
+            raw = response.observation.raw_data.units.add(
+                tag=self.tag(row), unit_type=int(u.unit_type[row]),
+                owner=ALLY_OWNER if ally else ENEMY_OWNER,
+                health=u.health[row], health_max=u.health_max[row], shield=u.shield[row],
+                shield_max=u.shield_max[row], energy=u.energy[row],
+                weapon_cooldown=u.weapon_cooldown[row])
+            raw.pos.x, raw.pos.y = u.x[row], u.y[row]
+            if row in engaged:
+                raw.engaged_target_tag = self.tag(engaged[row])
+        return response
+
+    def debug(self, commands) -> None:
+        self._enter("debug")
+        self.requests["debug"].append(commands)
+        for command in commands:
+            for tag in command.kill_unit.tag:
+                self._killed[self.row(tag)] = True
+        self._killed |= ~self._units.alive
+
+    def save_replay(self) -> bytes:
+        self._enter("save_replay")
+        return b"fake replay"
+
+
+class ScriptedWorld:
+    """A contract engine replaying hand-made unit tables: reset() gives the first, each step the next.
+
+    attacks[k] is the world's last_attacks after step k+1; the orders of every step are kept.
+    """
+
+    step_mul = 8
+
+    def __init__(self, states: list, attacks: list | None = None):
+        self.states = states
+        self.attacks = attacks or [[] for _ in states[1:]]
+        self.n_allies, self.n_enemies = states[0].n_allies, states[0].n_enemies
+        self.orders: list[tuple] = []
+        self.last_attacks: list[tuple[int, int]] = []
+
+    def reset(self):
+        self.orders, self.last_attacks = [], []
+        return self.states[0]
+
+    def step(self, kind, tx, ty, target):
+        self.orders.append((kind.copy(), tx.copy(), ty.copy(), target.copy()))
+        self.last_attacks = self.attacks[len(self.orders) - 1]
+        return self.states[len(self.orders)]
+
+
+class FakeLauncher:
+    """SC2Engine's `launcher`: hands out the given controllers, one per (re)launch."""
+
+    def __init__(self, *controllers: FakeController):
+        self.controllers = list(controllers)
+        self.launched: list[FakeController] = []
+        self.closed = 0
+        self.map_paths: list[str] = []
+        self.replays: list[tuple[bytes, str, str]] = []
+
+    def __call__(self) -> GameProcess:
+        controller = self.controllers[len(self.launched)]
+        self.launched.append(controller)
+        return GameProcess(controller, self._map_data, self._save_replay, self._close)
+
+    def _map_data(self, path: str) -> bytes:
+        self.map_paths.append(path)
+        return b"map bytes of " + path.encode()
+
+    def _save_replay(self, data: bytes, replay_dir: str, prefix: str) -> str:
+        self.replays.append((data, replay_dir, prefix))
+        return f"{replay_dir}/{prefix}.SC2Replay"
+
+    def _close(self) -> None:
+        self.closed += 1
+
+
+def world_game_info(world: BuiltinEngine) -> sc_pb.ResponseGameInfo:
+    """The game info SC2 would send for the simulator's map (heights quantised to 8 bits)."""
+    height = np.round(np.asarray(world.terrain_height) * 255).astype(np.uint8)
+    playable = (0, 0, int(world.max_distance_x), int(world.max_distance_y))
+    return encode_game_info(np.asarray(world.pathing_grid, dtype=bool), height, playable)
+
+
+def fake_game_info(map_x: int = 32, map_y: int = 32) -> sc_pb.ResponseGameInfo:
+    """A map like SMAC's: pathable band y 8..23 plus one extra cell, a height ramp along y."""
+    pathable = np.zeros((map_x, map_y), dtype=bool)
+    pathable[:, 8:24] = True
+    pathable[3, 2] = True
+    height = np.tile(np.arange(map_y, dtype=np.uint8) * 4, (map_x, 1))  # [x, y]
+    height[5, 30] = 255
+    return encode_game_info(pathable, height, (0, 0, map_x, map_y))
+

@@ -1,0 +1,125 @@
+"""End to end: `python src/main.py ...` in subprocesses, with results in a temporary folder."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MAIN = os.path.join(REPO, "src", "main.py")
+SEED = 7
+# Tiny networks and buffers: these runs check the wiring, not learning.
+SMALL = ["use_cuda=False", "rnn_hidden_dim=8", "mixing_embed_dim=8", "hypernet_embed=8",
+         "buffer_size=8", "batch_size=4"]
+
+
+def run_main(*argv: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    return subprocess.run([sys.executable, MAIN, *argv], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=180)
+
+
+def run_dir(results: str, group: str, name: str, run_id: int) -> str:
+    return os.path.join(results, "sacred", group, name, str(run_id))
+
+
+def read_json(folder: str, filename: str) -> dict:
+    with open(os.path.join(folder, filename)) as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("results"))
+
+
+@pytest.fixture(scope="module")
+def parallel_training(results):
+    """qmix with 2 parallel envs on the matrix game; tests and model saves every 20 env steps."""
+    proc = run_main("--config=qmix", "--env-config=one_step_matrix_game", "with", f"seed={SEED}",
+                    f"local_results_path={results}", "batch_size_run=2", "t_max=40", "test_interval=20",
+                    "test_nepisode=2", "log_interval=20", "runner_log_interval=20", "learner_log_interval=20",
+                    "use_tensorboard=True", "save_model=True", "save_model_interval=20", *SMALL)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return run_dir(results, "one_step_matrix_game", "qmix_env=8_adam_td_lambda", 1)
+
+
+def test_training_run_records_config_and_stats(parallel_training):
+    config = read_json(parallel_training, "config.json")
+    assert (config["seed"], config["env_args"]["seed"]) == (SEED, SEED)
+    assert (config["runner"], config["batch_size_run"], config["t_max"]) == ("parallel", 2, 40)
+    assert read_json(parallel_training, "run.json")["status"] == "COMPLETED"
+    info = read_json(parallel_training, "info.json")
+    assert info["env_seeds"] == [SEED, SEED + 1]
+    assert info["test_return_mean_T"] == [2, 22, 42]  # one test right away, then every test_interval
+    assert len(info["test_return_mean"]) == 3
+    for key in ("return_mean", "ep_length_mean", "epsilon", "loss_td", "episode"):
+        assert len(info[key]) == len(info[f"{key}_T"]) > 0, key
+    assert info["ep_length_mean"][0] == 1.0  # one-step game
+
+
+def test_tensorboard_scalars_match_sacred(parallel_training, results):
+    token_dirs = os.listdir(os.path.join(results, "tb_logs"))
+    assert len(token_dirs) == 1 and token_dirs[0].startswith("qmix_env=8_adam_td_lambda__")
+    events = EventAccumulator(os.path.join(results, "tb_logs", token_dirs[0]))
+    events.Reload()
+    assert {"test_return_mean", "return_mean", "loss_td", "epsilon"} <= set(events.Tags()["scalars"])
+    scalars = events.Scalars("test_return_mean")
+    info = read_json(parallel_training, "info.json")
+    assert [s.step for s in scalars] == info["test_return_mean_T"]
+    assert [s.value for s in scalars] == pytest.approx(info["test_return_mean"])
+
+
+def test_evaluate_loads_the_closest_saved_model(parallel_training, results):
+    models = os.path.join(results, "models")
+    (token,) = os.listdir(models)
+    assert sorted(int(step) for step in os.listdir(os.path.join(models, token))) == [2, 22, 42]
+    proc = run_main("--config=qmix", "--env-config=one_step_matrix_game", "with", f"seed={SEED}",
+                    f"local_results_path={results}", "runner=episode", "batch_size_run=1", "evaluate=True",
+                    f"checkpoint_path={os.path.join(models, token)}", "load_step=20", "test_nepisode=3", *SMALL)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"Loading model from {os.path.join(models, token, '22')}" in proc.stderr
+    info = read_json(run_dir(results, "one_step_matrix_game", "qmix_env=8_adam_td_lambda", 2), "info.json")
+    assert info["test_return_mean_T"] == [22]
+    assert "loss_td" not in info and "return_mean" not in info  # evaluation only, no training
+    # The game is deterministic and testing is greedy: the loaded model plays as it did at t_env 22.
+    trained = read_json(parallel_training, "info.json")
+    assert info["test_return_mean"][0] == pytest.approx(trained["test_return_mean"][1])
+
+
+def test_episode_runner_on_stag_hunt(tmp_path):
+    proc = run_main("--config", "vdn", "--env-config", "stag_hunt", "with", f"local_results_path={tmp_path}",
+                    "runner=episode", "batch_size_run=1", "t_max=60", "test_interval=50", "test_nepisode=1",
+                    "buffer_size=4", "batch_size=2", *SMALL[:2])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    info = read_json(run_dir(str(tmp_path), "stag_hunt", "vdn_env=8_adam_td_lambda", 1), "info.json")
+    assert info["test_return_mean_T"] == [25, 75]
+    assert info["env_seeds"] == [read_json(run_dir(str(tmp_path), "stag_hunt", "vdn_env=8_adam_td_lambda", 1),
+                                           "config.json")["seed"]]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--config=qmx", "--env-config=sc2"], "unknown --config 'qmx'; available: iql, qmix,"),
+    (["--config=qmix", "--env-config=nope"], "unknown --env-config 'nope'; available: "),
+    (["--env-config=sc2"], "missing --config=NAME; available: iql, qmix,"),
+])
+def test_bad_config_names_give_one_line(argv, message):
+    proc = run_main(*argv)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert message in proc.stderr
+
+
+def test_checkpoint_step_picks_the_latest_or_the_closest(tmp_path):
+    from run.run import checkpoint_step
+    for step in ("10", "200", "3000"):
+        (tmp_path / step).mkdir()
+    (tmp_path / "notes").mkdir()
+    assert checkpoint_step(str(tmp_path), 0) == 3000
+    assert checkpoint_step(str(tmp_path), 150) == 200
+    with pytest.raises(FileNotFoundError, match="is not a directory"):
+        checkpoint_step(str(tmp_path / "missing"), 0)
+    with pytest.raises(FileNotFoundError, match="has no saved models"):
+        checkpoint_step(str(tmp_path / "notes"), 0)
