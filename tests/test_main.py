@@ -1,33 +1,15 @@
 """End to end: `python src/main.py ...` in subprocesses, with results in a temporary folder."""
-import json
 import os
-import subprocess
-import sys
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MAIN = os.path.join(REPO, "src", "main.py")
+from main_runs import read_json, run_dir, run_main
+
 SEED = 7
 # Tiny networks and buffers: these runs check the wiring, not learning.
 SMALL = ["use_cuda=False", "rnn_hidden_dim=8", "mixing_embed_dim=8", "hypernet_embed=8",
          "buffer_size=8", "batch_size=4"]
-
-
-def run_main(*argv: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    return subprocess.run([sys.executable, MAIN, *argv], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=180)
-
-
-def run_dir(results: str, group: str, name: str, run_id: int) -> str:
-    return os.path.join(results, "sacred", group, name, str(run_id))
-
-
-def read_json(folder: str, filename: str) -> dict:
-    with open(os.path.join(folder, filename)) as f:
-        return json.load(f)
 
 
 @pytest.fixture(scope="module")
