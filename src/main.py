@@ -33,8 +33,10 @@ with warnings.catch_warnings():
     from sacred.arg_parser import get_config_updates
     from sacred.observers import FileStorageObserver
     from sacred.randomness import get_seed
-    from sacred.utils import apply_backspaces_and_linefeeds
+    from sacred.utils import SacredError, apply_backspaces_and_linefeeds
 
+from envs.starcraft.backend import select_backend  # noqa: E402
+from envs.starcraft.maps import get_map_params  # noqa: E402
 from run import REGISTRY as run_REGISTRY  # noqa: E402
 from utils.logging import get_logger  # noqa: E402
 
@@ -58,12 +60,28 @@ class UsageError(Exception):
     """A command line mistake: reported as one line and exit code 2, without a traceback."""
 
 
+class InputError(SacredError):
+    """Bad user input (unknown map, backend, name...): sacred prints this one line instead of a
+    traceback and exits with status 1; `--debug` shows the traceback."""
+
+    def __init__(self, message: str):
+        super().__init__(message, print_traceback=False)
+
+
 @ex.config_hook
-def seed_the_env(config: dict, command_name: str, logger) -> dict:
-    """Draw the run's seed now (sacred would only do it after this hook) and give it to the env,
-    so that config.json records both."""
+def complete_config(config: dict, command_name: str, logger) -> dict:
+    """Draw the run's seed now (sacred would only do it after this hook) and give it to the env;
+    for SMAC, check the map and resolve env_args.backend, so that config.json records what ran."""
     seed = config["seed"] if config.get("seed") is not None else get_seed()
-    return {"seed": seed, "env_args": {"seed": seed}}
+    updates = {"seed": seed, "env_args": {"seed": seed}}
+    if config["env"] == "sc2":
+        env_args = config["env_args"]
+        try:
+            get_map_params(env_args["map_name"])
+            updates["env_args"]["backend"] = select_backend(env_args.get("backend", "auto"), env_args["map_name"])
+        except ValueError as error:
+            raise InputError(str(error)) from error
+    return updates
 
 
 @ex.main
@@ -75,7 +93,10 @@ def my_main(_run, _config, _log) -> None:
     config["local_results_path"] = results_path(config["local_results_path"])
     if config["run"] not in run_REGISTRY:
         raise ValueError(f"unknown run '{config['run']}'; known: {', '.join(sorted(run_REGISTRY))}")
-    run_REGISTRY[config["run"]](_run, config, _log)
+    try:
+        run_REGISTRY[config["run"]](_run, config, _log)
+    except ValueError as error:
+        raise InputError(str(error)) from error
 
 
 def plain_copy(value):

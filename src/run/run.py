@@ -27,7 +27,10 @@ def run(_run, _config: dict, _log) -> None:
     """Sacred entry point (REGISTRY["default"]); `_config` is a plain, mutable copy of the merged config."""
     args = SimpleNamespace(**args_sanity_check(_config, _log))
     args.device = "cuda" if args.use_cuda else "cpu"
-    args.unique_token = f"{args.name}__{datetime.datetime.now().strftime('%Y-%m-%d_%H-%M-%S')}"
+    args.unique_token = f"{run_label(args)}__{datetime.datetime.now().strftime('%Y-%m-%d_%H-%M-%S')}"
+    if args.env == "sc2":
+        _log.info(f"SMAC engine: {args.env_args['backend']} (env_args.backend; auto picks StarCraft II "
+                  f"when it is installed under SC2PATH, else the built-in simulator)")
 
     _log.info("Experiment Parameters:")
     _log.info("\n\n" + pprint.pformat(_config, indent=4, width=1) + "\n")
@@ -42,6 +45,11 @@ def run(_run, _config: dict, _log) -> None:
     finally:
         logger.close()
     _log.info("Exiting script")
+
+
+def run_label(args: SimpleNamespace) -> str:
+    """The run's name, tagged with the SMAC engine so results of the two engines are never mixed up."""
+    return f"{args.name}_{args.env_args['backend']}" if args.env == "sc2" else args.name
 
 
 def args_sanity_check(config: dict, _log) -> dict:

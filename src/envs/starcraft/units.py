@@ -1,0 +1,173 @@
+"""Unit statistics of the SMAC maps for the built-in engine (SMAC facts sheet §9).
+
+Times are in game loops (16 loops = 1 game second) and speeds in world units per loop, so the
+engine never converts units. Allied "RL" copies share the stock unit's numbers except where the
+map files differ (Hydralisk_RL 80 HP, Medivac_RL speed 2.75). Values marked [U] in the facts
+sheet are chosen here and noted next to the entry.
+"""
+from dataclasses import dataclass, replace
+
+from envs.starcraft import unit_ids as ids
+
+LOOPS_PER_GAME_SECOND = 16.0
+
+# Attribute bit flags (SC2 attributes used by weapon bonuses).
+LIGHT = 1
+ARMORED = 2
+BIOLOGICAL = 4
+MECHANICAL = 8
+MASSIVE = 16
+STRUCTURE = 32
+
+# Splash kinds.
+SPLASH_NONE = 0
+SPLASH_LINE = 1      # Colossus Thermal Lances: a line across the attack direction
+SPLASH_BURST = 2     # Baneling Volatile Burst: a circle around the Baneling, which dies
+
+# Geometry of the splash kinds (world units).
+LINE_SPLASH_LENGTH = 2.8
+LINE_SPLASH_WIDTH = 0.3
+BURST_RADIUS = 2.2
+
+SHIELD_REGEN_PER_LOOP = 2.0 / LOOPS_PER_GAME_SECOND
+SHIELD_REGEN_DELAY_LOOPS = 10.0 * LOOPS_PER_GAME_SECOND
+ZERG_REGEN_PER_LOOP = 0.2734 / LOOPS_PER_GAME_SECOND
+HEAL_PER_LOOP = 9.0 / LOOPS_PER_GAME_SECOND
+HEAL_ENERGY_PER_HP = 1.0 / 3.0
+HEAL_RANGE = 4.0
+ENERGY_REGEN_PER_LOOP = 0.5625 / LOOPS_PER_GAME_SECOND
+# SC2 adds a random delay to every weapon cooldown (WeaponData RandomDelayMin/Max defaults,
+# -0.0625..+0.125 game-s); it desynchronises otherwise mirror-perfect battles.
+WEAPON_RANDOM_DELAY_LOOPS = (-0.0625 * LOOPS_PER_GAME_SECOND, 0.125 * LOOPS_PER_GAME_SECOND)
+
+
+@dataclass(frozen=True)
+class UnitStats:
+    """Static numbers of one unit type; a unit without a weapon has damage 0."""
+
+    name: str
+    health: float
+    shield: float
+    armor: float
+    attributes: int
+    speed: float            # world units per game loop
+    radius: float
+    sight: float
+    is_air: bool = False
+    damage: float = 0.0     # per hit
+    hits: int = 1
+    bonus: float = 0.0      # added per hit when the target has bonus_attr
+    bonus_attr: int = 0
+    range: float = 0.0      # edge to edge
+    cooldown: float = 1.0   # loops between shots
+    scan_range: float = 0.0  # auto-acquisition range (edge to edge), enemies only
+    hits_ground: bool = False
+    hits_air: bool = False
+    splash: int = SPLASH_NONE
+    regen: float = 0.0      # HP per loop
+    energy: float = 0.0     # start energy
+    energy_max: float = 0.0
+    heals: bool = False
+    crosses_cliffs: bool = False
+
+    @property
+    def has_weapon(self) -> bool:
+        return self.damage > 0.0
+
+
+def _speed(game_speed: float) -> float:
+    return game_speed / LOOPS_PER_GAME_SECOND
+
+
+def _loops(game_seconds: float) -> float:
+    return game_seconds * LOOPS_PER_GAME_SECOND
+
+
+_MARINE = UnitStats(
+    "Marine", 45, 0, 0, LIGHT | BIOLOGICAL, _speed(2.25), 0.375, 9,
+    damage=6, range=5, cooldown=_loops(0.8608), scan_range=5.5, hits_ground=True, hits_air=True)
+_MARAUDER = UnitStats(
+    "Marauder", 125, 0, 1, ARMORED | BIOLOGICAL, _speed(2.25), 0.5625, 10,
+    damage=10, bonus=10, bonus_attr=ARMORED, range=6, cooldown=_loops(1.5), scan_range=6.5,
+    hits_ground=True)
+_MEDIVAC = UnitStats(
+    "Medivac", 150, 0, 1, ARMORED | MECHANICAL, _speed(2.5), 0.75, 11, is_air=True,
+    energy=50, energy_max=200, heals=True)
+_STALKER = UnitStats(
+    "Stalker", 80, 80, 1, ARMORED | MECHANICAL, _speed(2.9531), 0.625, 10,
+    damage=13, bonus=5, bonus_attr=ARMORED, range=6, cooldown=_loops(1.87), scan_range=6.5,
+    hits_ground=True, hits_air=True)
+# Melee scan range 5 is SMAClite's choice ([U]: not in the weapon data).
+_ZEALOT = UnitStats(
+    "Zealot", 100, 50, 1, LIGHT | BIOLOGICAL, _speed(2.25), 0.5, 9,
+    damage=8, hits=2, range=0.1, cooldown=_loops(1.2), scan_range=5, hits_ground=True)
+_COLOSSUS = UnitStats(
+    "Colossus", 200, 150, 1, ARMORED | MECHANICAL | MASSIVE, _speed(2.25), 1.0, 10,
+    damage=10, hits=2, bonus=5, bonus_attr=LIGHT, range=7, cooldown=_loops(1.5), scan_range=7.5,
+    hits_ground=True, splash=SPLASH_LINE, crosses_cliffs=True)
+_HYDRALISK = UnitStats(
+    "Hydralisk", 90, 0, 0, LIGHT | BIOLOGICAL, _speed(2.25), 0.625, 9,
+    damage=12, range=5, cooldown=_loops(0.825), scan_range=5.5, hits_ground=True, hits_air=True,
+    regen=ZERG_REGEN_PER_LOOP)
+_ZERGLING = UnitStats(
+    "Zergling", 35, 0, 0, LIGHT | BIOLOGICAL, _speed(2.9531), 0.375, 8,
+    damage=5, range=0.1, cooldown=_loops(0.696), scan_range=5, hits_ground=True,
+    regen=ZERG_REGEN_PER_LOOP)
+# Volatile Burst: 16 (+19 vs Light), the long-standing value ([U]: an older snapshot shows
+# 20 +15). The +80 vs structures is left out: no Baneling map has structures.
+_BANELING = UnitStats(
+    "Baneling", 30, 0, 0, BIOLOGICAL, _speed(2.5), 0.375, 8,
+    damage=16, bonus=19, bonus_attr=LIGHT, range=0.25, scan_range=5, hits_ground=True,
+    splash=SPLASH_BURST, regen=ZERG_REGEN_PER_LOOP)
+# Static defence: it only ever attacks what is inside its weapon range, so scan = range.
+_SPINE_CRAWLER = UnitStats(
+    "SpineCrawler", 300, 0, 2, ARMORED | BIOLOGICAL | STRUCTURE, 0.0, 1.125, 11,
+    damage=25, bonus=5, bonus_attr=ARMORED, range=7, cooldown=_loops(1.85), scan_range=7,
+    hits_ground=True, regen=ZERG_REGEN_PER_LOOP)
+
+
+def _renamed(stats: UnitStats, name: str, **changes) -> UnitStats:
+    return replace(stats, name=name, **changes)
+
+
+UNIT_STATS: dict[int, UnitStats] = {
+    ids.MARINE: _MARINE,
+    ids.MARAUDER: _MARAUDER,
+    ids.MEDIVAC: _MEDIVAC,
+    ids.ZEALOT: _ZEALOT,
+    ids.STALKER: _STALKER,
+    ids.COLOSSUS: _COLOSSUS,
+    ids.HYDRALISK: _HYDRALISK,
+    ids.ZERGLING: _ZERGLING,
+    ids.BANELING: _BANELING,
+    ids.SPINE_CRAWLER: _SPINE_CRAWLER,
+    ids.MARINE_RL: _renamed(_MARINE, "Marine_RL"),
+    ids.MARAUDER_RL: _renamed(_MARAUDER, "Marauder_RL"),
+    ids.MEDIVAC_RL: _renamed(_MEDIVAC, "Medivac_RL", speed=_speed(2.75)),
+    ids.ZEALOT_RL: _renamed(_ZEALOT, "Zealot_RL"),
+    ids.STALKER_RL: _renamed(_STALKER, "Stalker_RL"),
+    ids.COLOSSUS_RL: _renamed(_COLOSSUS, "Colossus_RL"),
+    ids.HYDRALISK_RL: _renamed(_HYDRALISK, "Hydralisk_RL", health=80),
+    ids.ZERGLING_RL: _renamed(_ZERGLING, "Zergling_RL"),
+    ids.BANELING_RL: _renamed(_BANELING, "Baneling_RL"),
+}
+
+
+def get_unit_stats(unit_type: int) -> UnitStats:
+    """Statistics of a raw unit type id from envs.starcraft.unit_ids."""
+    try:
+        return UNIT_STATS[int(unit_type)]
+    except KeyError:
+        known = sorted(UNIT_STATS)
+        raise ValueError(f"unknown unit type id {unit_type!r}; known ids: {known}") from None
+
+
+def can_hit(attacker: UnitStats, target: UnitStats) -> bool:
+    """Whether the attacker's weapon can hit the target's plane (Colossus counts as ground)."""
+    return attacker.hits_air if target.is_air else attacker.hits_ground
+
+
+def damage_per_hit(attacker: UnitStats, target: UnitStats) -> float:
+    """Damage of one hit before armour: base plus the bonus when the target has the attribute."""
+    bonus = attacker.bonus if attacker.bonus_attr & target.attributes else 0.0
+    return attacker.damage + bonus
