@@ -38,6 +38,7 @@ with warnings.catch_warnings():
 from envs.starcraft.backend import select_backend  # noqa: E402
 from envs.starcraft.maps import get_map_params  # noqa: E402
 from run import REGISTRY as run_REGISTRY  # noqa: E402
+from runners.runner_base import env_seeds  # noqa: E402
 from utils.logging import get_logger  # noqa: E402
 
 SRC_DIR = dirname(abspath(__file__))
@@ -70,10 +71,10 @@ class InputError(SacredError):
 
 @ex.config_hook
 def complete_config(config: dict, command_name: str, logger) -> dict:
-    """Draw the run's seed now (sacred would only do it after this hook) and give it to the env;
-    for SMAC, check the map and resolve env_args.backend, so that config.json records what ran."""
+    """Draw the run's seed now (sacred would only do it after this hook), give it to the env and
+    record the per-worker env seeds derived from it; for SMAC, check the map and resolve env_args.backend, so that config.json records what ran."""
     seed = config["seed"] if config.get("seed") is not None else get_seed()
-    updates = {"seed": seed, "env_args": {"seed": seed}}
+    updates = {"seed": seed, "env_args": {"seed": seed}, "env_seeds": env_seeds(seed, config["batch_size_run"])}
     if config["env"] == "sc2":
         env_args = config["env_args"]
         try:

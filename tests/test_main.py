@@ -34,7 +34,7 @@ def test_training_run_records_config_and_stats(parallel_training):
     assert (config["runner"], config["batch_size_run"], config["t_max"]) == ("parallel", 2, 40)
     assert read_json(parallel_training, "run.json")["status"] == "COMPLETED"
     info = read_json(parallel_training, "info.json")
-    assert info["env_seeds"] == [SEED, SEED + 1]
+    assert config["env_seeds"] == [SEED, SEED + 1]
     assert info["test_return_mean_T"] == [2, 22, 42]  # one test right away, then every test_interval
     assert len(info["test_return_mean"]) == 3
     for key in ("return_mean", "ep_length_mean", "epsilon", "loss_td", "episode"):
@@ -76,10 +76,10 @@ def test_episode_runner_on_stag_hunt(tmp_path):
                     "runner=episode", "batch_size_run=1", "t_max=60", "test_interval=50", "test_nepisode=1",
                     "buffer_size=4", "batch_size=2", *SMALL[:2])
     assert proc.returncode == 0, proc.stderr[-3000:]
-    info = read_json(run_dir(str(tmp_path), "stag_hunt", "vdn_env=8_adam_td_lambda", 1), "info.json")
-    assert info["test_return_mean_T"] == [25, 75]
-    assert info["env_seeds"] == [read_json(run_dir(str(tmp_path), "stag_hunt", "vdn_env=8_adam_td_lambda", 1),
-                                           "config.json")["seed"]]
+    folder = run_dir(str(tmp_path), "stag_hunt", "vdn_env=8_adam_td_lambda", 1)
+    assert read_json(folder, "info.json")["test_return_mean_T"] == [25, 75]
+    config = read_json(folder, "config.json")
+    assert config["env_seeds"] == [config["seed"]]
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -105,3 +105,28 @@ def test_checkpoint_step_picks_the_latest_or_the_closest(tmp_path):
         checkpoint_step(str(tmp_path / "missing"), 0)
     with pytest.raises(FileNotFoundError, match="has no saved models"):
         checkpoint_step(str(tmp_path / "notes"), 0)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["env_args.map_name=4m"], "unknown map '4m'; known maps: 3m, 8m,"),
+    (["env_args.backend=sc2", "env_args.map_name=3m"], "backend=sc2 needs StarCraft II with"),
+    (["env_args.backend=gpu"], "unknown backend 'gpu'; choose one of: auto, sc2, builtin"),
+])
+def test_bad_smac_settings_give_one_line(tmp_path, overrides, message, monkeypatch):
+    monkeypatch.setenv("SC2PATH", str(tmp_path / "no_game_here"))
+    proc = run_main("--config=qmix", "--env-config=sc2", "with", f"local_results_path={tmp_path}", *overrides)
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    assert message in proc.stderr.strip().splitlines()[-1]
+
+
+def test_smac_run_names_its_engine(tmp_path, monkeypatch):
+    monkeypatch.setenv("SC2PATH", str(tmp_path / "no_game_here"))
+    proc = run_main("--config=qmix", "--env-config=sc2", "with", f"local_results_path={tmp_path}", "t_max=50",
+                    "runner=episode", "batch_size_run=1", "test_nepisode=1", "use_tensorboard=True", *SMALL)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "SMAC engine: builtin" in proc.stderr
+    config = read_json(run_dir(str(tmp_path), "3m", "qmix_env=8_adam_td_lambda", 1), "config.json")
+    assert config["env_args"]["backend"] == "builtin"
+    (token,) = os.listdir(tmp_path / "tb_logs")
+    assert token.startswith("qmix_env=8_adam_td_lambda_builtin__")

@@ -18,7 +18,6 @@ from components.transforms import OneHot
 from controllers import REGISTRY as mac_REGISTRY
 from learners import REGISTRY as le_REGISTRY
 from runners import REGISTRY as r_REGISTRY
-from runners.runner_base import env_seeds
 from utils.logging import Logger
 from utils.timehelper import time_left, time_str
 
@@ -39,7 +38,6 @@ def run(_run, _config: dict, _log) -> None:
     if args.use_tensorboard:
         logger.setup_tb(os.path.join(args.local_results_path, "tb_logs", args.unique_token))
     logger.setup_sacred(_run)
-    _run.info["env_seeds"] = env_seeds(args)
     try:
         run_sequential(args=args, logger=logger)
     finally:

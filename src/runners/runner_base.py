@@ -25,13 +25,13 @@ def env_factory(env_name: str) -> Callable:
     return env_REGISTRY[env_name]
 
 
-def env_seeds(args) -> list:
-    """One seed per env of the run: env_args.seed + env index (None when the run has no seed).
+def env_seeds(base_seed: int | None, batch_size_run: int) -> list:
+    """One seed per env of the run: the run's seed + env index (None when the run has no seed).
 
-    Distinct seeds keep the parallel envs from replaying the same episodes.
+    Distinct seeds keep the parallel envs from replaying the same episodes (PyMARL2 gives every
+    worker the same seed).
     """
-    base = args.env_args.get("seed")
-    return [None if base is None else base + i for i in range(args.batch_size_run)]
+    return [None if base_seed is None else base_seed + i for i in range(batch_size_run)]
 
 
 def observe(env) -> dict:
@@ -117,7 +117,7 @@ class BatchRunner:
         self.args = args
         self.logger = logger
         self.batch_size = args.batch_size_run
-        self.env_seeds = env_seeds(args)
+        self.env_seeds = env_seeds(args.env_args.get("seed"), args.batch_size_run)
         self.t = 0
         self.t_env = 0
         self.train_stats = EpisodeStats()
