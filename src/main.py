@@ -71,18 +71,29 @@ class InputError(SacredError):
 
 @ex.config_hook
 def complete_config(config: dict, command_name: str, logger) -> dict:
-    """Draw the run's seed now (sacred would only do it after this hook), give it to the env and
-    record the per-worker env seeds derived from it; for SMAC, check the map and resolve env_args.backend, so that config.json records what ran."""
+    """Complete the config before sacred records it, so that config.json says what ran: the run's
+    seed (sacred would only draw it after this hook), the env's seed, the per-worker env seeds
+    derived from it, and for SMAC the engine that plays."""
     seed = config["seed"] if config.get("seed") is not None else get_seed()
     updates = {"seed": seed, "env_args": {"seed": seed}, "env_seeds": env_seeds(seed, config["batch_size_run"])}
     if config["env"] == "sc2":
-        env_args = config["env_args"]
-        try:
-            get_map_params(env_args["map_name"])
-            updates["env_args"]["backend"] = select_backend(env_args.get("backend", "auto"), env_args["map_name"])
-        except ValueError as error:
-            raise InputError(str(error)) from error
+        updates["env_args"].update(smac_settings(config))
     return updates
+
+
+def smac_settings(config: dict) -> dict:
+    """Check the map, resolve env_args.backend, and record replays (as GIFs under
+    <local_results_path>/replays unless replay_dir is set) when save_replay is on."""
+    env_args = config["env_args"]
+    try:
+        get_map_params(env_args["map_name"])
+        settings = {"backend": select_backend(env_args.get("backend", "auto"), env_args["map_name"]),
+                    "record_replay": bool(config["save_replay"])}
+    except ValueError as error:
+        raise InputError(str(error)) from error
+    if config["save_replay"] and not env_args.get("replay_dir"):
+        settings["replay_dir"] = join(results_path(config["local_results_path"]), "replays")
+    return settings
 
 
 @ex.main

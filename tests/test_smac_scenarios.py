@@ -301,7 +301,7 @@ def test_recording_engine_records_every_reset_and_step(tmp_path):
             engine.step(*orders)
     assert engine.recorder.n_episodes == 2 and engine.recorder.n_frames == 6
     path = engine.save_replay(str(tmp_path / "replays"), "3m")
-    assert re.fullmatch(r"3m_\d{4}-\d\d-\d\d-\d\d-\d\d-\d\d\.gif", os.path.basename(path))
+    assert re.fullmatch(r"3m_\d{4}-\d\d-\d\d-\d\d-\d\d-\d\d_\d+\.gif", os.path.basename(path))
     with Image.open(path) as gif:
         assert gif.n_frames == 6
         gif.seek(3)  # episode 1 after 3 steps: the marine stands at x = 12

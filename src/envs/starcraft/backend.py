@@ -65,11 +65,14 @@ def select_backend(backend: str, map_name: str) -> str:
     return "builtin"
 
 
-def make_engine(backend: str, map_name: str, seed: int | None, step_mul: int = 8, **sc2_kwargs: Any):
+def make_engine(backend: str, map_name: str, seed: int | None, step_mul: int = 8,
+                record_replay: bool = False, **sc2_kwargs: Any):
     """Build the engine for `backend` (any of BACKENDS; "auto" is resolved here).
 
     sc2_kwargs (difficulty, game_version, window_size, launcher) only concern the real game and
-    are ignored by the built-in simulator, so one call site serves both.
+    are ignored by the built-in simulator, so one call site serves both. record_replay makes the
+    built-in simulator keep its last episodes for save_replay (an animated GIF); StarCraft II
+    records its own replays.
     """
     if select_backend(backend, map_name) == "sc2":
         from envs.starcraft.sc2_engine import SC2Engine  # pysc2 is imported only when used
@@ -77,4 +80,9 @@ def make_engine(backend: str, map_name: str, seed: int | None, step_mul: int = 8
         return SC2Engine(map_name, seed, step_mul, **sc2_kwargs)
     from envs.starcraft.engine import BuiltinEngine
 
-    return BuiltinEngine(map_name, seed, step_mul)
+    engine = BuiltinEngine(map_name, seed, step_mul)
+    if record_replay:
+        from envs.starcraft.render import RecordingEngine  # pillow is imported only when used
+
+        engine = RecordingEngine(engine, map_name)
+    return engine

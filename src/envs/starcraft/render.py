@@ -147,9 +147,12 @@ class ReplayRecorder:
         return len(images)
 
     def save_replay(self, replay_dir: str, prefix: str) -> str:
-        """Save as <replay_dir>/<prefix>_<UTC time>.gif (directory created); returns the path."""
+        """Save as <replay_dir>/<prefix>_<UTC time>_<pid>.gif (directory created); returns the path.
+
+        The process id keeps the parallel runner's workers, which save at the same moment, apart.
+        """
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d-%H-%M-%S")
-        path = os.path.join(replay_dir, f"{prefix}_{stamp}.gif")
+        path = os.path.join(replay_dir, f"{prefix}_{stamp}_{os.getpid()}.gif")
         os.makedirs(replay_dir or ".", exist_ok=True)
         self.save(path)
         return path

@@ -117,7 +117,12 @@ def _segment_offsets(sizes: dict[str, int]) -> dict[str, int]:
 
 
 class StarCraft2Env(MultiAgentEnv):
-    """SMAC's decentralised micromanagement environment (same arguments, methods, semantics)."""
+    """SMAC's decentralised micromanagement environment (same arguments, methods, semantics).
+
+    Beyond SMAC's arguments: `backend` picks the engine (auto | sc2 | builtin, see
+    envs/starcraft/backend.py), `record_replay` keeps the built-in simulator's last episodes for
+    save_replay(), and `engine` injects any object of the engine contract (tests, new engines).
+    """
 
     def __init__(
         self,
@@ -153,6 +158,7 @@ class StarCraft2Env(MultiAgentEnv):
         heuristic_rest: bool = False,
         debug: bool = False,
         backend: str = "auto",
+        record_replay: bool = False,
         engine: Any = None,
     ):
         self.map_name = map_name
@@ -211,6 +217,7 @@ class StarCraft2Env(MultiAgentEnv):
 
         # "auto" resolves now, so the choice is known (and logged) before the first reset.
         self.backend = backend if engine is not None else select_backend(backend, map_name)
+        self._record_replay = record_replay
         self._engine = engine
         self._launched = False
         self._episode_count = 0
@@ -279,8 +286,8 @@ class StarCraft2Env(MultiAgentEnv):
         """Create the engine (if none was given) and read the map geometry from it."""
         if self._engine is None:
             self._engine = make_engine(self.backend, self.map_name, self._seed, self._step_mul,
-                                       difficulty=self.difficulty, game_version=self.game_version,
-                                       window_size=self.window_size)
+                                       record_replay=self._record_replay, difficulty=self.difficulty,
+                                       game_version=self.game_version, window_size=self.window_size)
         engine = self._engine
         self.map_x, self.map_y = int(engine.map_x), int(engine.map_y)
         self.max_distance_x, self.max_distance_y = engine.max_distance_x, engine.max_distance_y
@@ -981,8 +988,12 @@ class StarCraft2Env(MultiAgentEnv):
 
     def save_replay(self) -> None:
         """Let the engine write a replay if it can (prefix: replay_prefix or the map name)."""
-        if self._engine is not None and hasattr(self._engine, "save_replay"):
-            self._engine.save_replay(self.replay_dir, self.replay_prefix or self.map_name)
+        if self._engine is None or not hasattr(self._engine, "save_replay"):
+            logger.warning("no replay saved: this engine records none (the built-in simulator needs "
+                           "record_replay=True, which save_replay=True sets)")
+            return
+        path = self._engine.save_replay(self.replay_dir, self.replay_prefix or self.map_name)
+        logger.info(f"Replay saved at {path}")
 
     def close(self) -> None:
         if self._engine is not None:
