@@ -4,13 +4,9 @@ from types import SimpleNamespace
 import torch as th
 import torch.nn as nn
 
+from utils.th_utils import orthogonal_init_
+
 from .rnn_agent import RNNAgent
-
-
-def orthogonal_init_(layer: nn.Linear, gain: float = 1.0) -> None:
-    """Orthogonal weights scaled by `gain`, zero bias."""
-    nn.init.orthogonal_(layer.weight, gain=gain)
-    nn.init.zeros_(layer.bias)
 
 
 class NRNNAgent(RNNAgent):

@@ -12,6 +12,8 @@ import torch as th
 import torch.nn as nn
 import torch.nn.functional as F
 
+from utils.th_utils import orthogonal_init_
+
 POS_FUNCS = ("abs", "softplus", "quadratic")
 
 
@@ -52,8 +54,7 @@ class QMixer(nn.Module):
     def _orthogonal_init(self) -> None:
         for module in self.modules():
             if isinstance(module, nn.Linear):
-                nn.init.orthogonal_(module.weight)
-                nn.init.zeros_(module.bias)
+                orthogonal_init_(module)
 
     def pos_func(self, x: th.Tensor) -> th.Tensor:
         """Map hypernetwork outputs to non-negative mixing weights."""
