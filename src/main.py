@@ -17,7 +17,10 @@ os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
 
 import collections.abc  # noqa: E402
 import copy  # noqa: E402
+import difflib  # noqa: E402
+import inspect  # noqa: E402
 import random  # noqa: E402
+import signal  # noqa: E402
 import sys  # noqa: E402
 import warnings  # noqa: E402
 from os.path import abspath, dirname, join  # noqa: E402
@@ -35,9 +38,11 @@ with warnings.catch_warnings():
     from sacred.randomness import get_seed
     from sacred.utils import SacredError, apply_backspaces_and_linefeeds
 
+from envs import REGISTRY as env_REGISTRY  # noqa: E402
 from envs.starcraft.backend import select_backend  # noqa: E402
 from envs.starcraft.maps import get_map_params  # noqa: E402
 from run import REGISTRY as run_REGISTRY  # noqa: E402
+from runners.parallel_runner import EnvWorkerError  # noqa: E402
 from runners.runner_base import env_seeds  # noqa: E402
 from utils.logging import get_logger  # noqa: E402
 
@@ -61,12 +66,21 @@ class UsageError(Exception):
     """A command line mistake: reported as one line and exit code 2, without a traceback."""
 
 
-class InputError(SacredError):
-    """Bad user input (unknown map, backend, name...): sacred prints this one line instead of a
-    traceback and exits with status 1; `--debug` shows the traceback."""
+class OneLineError(SacredError):
+    """Sacred prints this one line instead of a traceback and exits with status 1; `--debug`
+    shows the traceback."""
 
     def __init__(self, message: str):
         super().__init__(message, print_traceback=False)
+
+
+class InputError(OneLineError):
+    """Bad user input: unknown map, backend or name, impossible settings, unusable checkpoint,
+    a replay buffer too large for the memory, an env that returns NaN."""
+
+
+class RunFailed(OneLineError):
+    """Training cannot go on: a NaN/inf loss, env workers that keep failing."""
 
 
 @ex.config_hook
@@ -74,6 +88,7 @@ def complete_config(config: dict, command_name: str, logger) -> dict:
     """Complete the config before sacred records it, so that config.json says what ran: the run's
     seed (sacred would only draw it after this hook), the env's seed, the per-worker env seeds
     derived from it, and for SMAC the engine that plays."""
+    check_settings(config)
     seed = config["seed"] if config.get("seed") is not None else get_seed()
     updates = {"seed": seed, "env_args": {"seed": seed}, "env_seeds": env_seeds(seed, config["batch_size_run"])}
     if config["env"] == "sc2":
@@ -109,6 +124,32 @@ def my_main(_run, _config, _log) -> None:
         run_REGISTRY[config["run"]](_run, config, _log)
     except ValueError as error:
         raise InputError(str(error)) from error
+    except (FloatingPointError, EnvWorkerError) as error:
+        raise RunFailed(str(error)) from error
+
+
+# Settings that must be at least 1 (or above 0 for the float ones).
+_POSITIVE_SETTINGS = ("batch_size_run", "batch_size", "buffer_size", "test_nepisode", "test_interval", "log_interval",
+                      "runner_log_interval", "learner_log_interval", "save_model_interval", "target_update_interval",
+                      "env_worker_timeout", "env_worker_max_failures", "lr")
+
+
+def check_settings(config: dict) -> None:
+    """Reject settings that cannot work together with one InputError line, before the run starts."""
+    for key in _POSITIVE_SETTINGS:
+        if key in config and not config[key] > 0:
+            raise InputError(f"{key}={config[key]} must be above 0")
+    if config["batch_size"] > config["buffer_size"]:
+        raise InputError(f"batch_size={config['batch_size']} is larger than buffer_size={config['buffer_size']}: "
+                         f"training batches are drawn from the episodes in the buffer; raise buffer_size or "
+                         f"lower batch_size")
+    if not 0 <= config.get("gamma", 0) <= 1:
+        raise InputError(f"gamma={config['gamma']} must be within [0, 1]")
+    if config.get("resume") and not config["checkpoint_path"]:
+        raise InputError("resume=True needs checkpoint_path=<local_results_path>/models/<unique_token>")
+    if config.get("resume") and config["evaluate"]:
+        raise InputError("resume=True continues training; to evaluate a checkpoint give only checkpoint_path "
+                         "with evaluate=True")
 
 
 def plain_copy(value):
@@ -192,6 +233,55 @@ def command_line_updates(params: list) -> dict:
     return updates
 
 
+def check_updates(config: dict, updates: dict, env_args_names: set | None, where: str = "") -> None:
+    """Reject `with` keys that are not config keys (sacred would silently add them) and values whose
+    type differs from the default's, with a UsageError that suggests the closest known key."""
+    known = set(config) | ({"seed"} if not where else set(env_args_names or ()))
+    for key, value in updates.items():
+        name = where + key
+        if key not in known and not (where and env_args_names is None):
+            close = difflib.get_close_matches(key, sorted(known), n=1)
+            hint = f"did you mean '{where}{close[0]}'?" if close else f"known keys are in {CONFIG_DIR}"
+            raise UsageError(f"unknown config key '{name}' (with {name}={value!r}); {hint}")
+        default = config.get(key)
+        if isinstance(default, collections.abc.Mapping) and isinstance(value, collections.abc.Mapping):
+            check_updates(default, value, env_args_names, where=f"{name}.")
+        elif not fits_type(value, default):
+            raise UsageError(f"{name}={value!r} has the wrong type: expected {type(default).__name__} like the "
+                             f"default {default!r}, got {type(value).__name__}")
+
+
+def fits_type(value, default) -> bool:
+    """Whether `value` may replace `default`: same kind of value (an int for a float is fine;
+    a string setting may also be null); anything replaces a null default."""
+    if default is None:
+        return True
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(default, bool)
+    if isinstance(default, float):
+        return isinstance(value, (int, float))
+    if isinstance(default, str):
+        return value is None or isinstance(value, str)
+    if isinstance(default, (list, tuple)):
+        return isinstance(value, (list, tuple))
+    return isinstance(value, type(default))
+
+
+def env_arg_names(env_name: str) -> set | None:
+    """The keyword arguments the env's constructor takes; None when it takes any (or is unknown)."""
+    if env_name == "sc2":  # the registry holds a lazy factory taking **env_args
+        from envs.starcraft.starcraft2 import StarCraft2Env
+        factory = StarCraft2Env
+    else:
+        factory = env_REGISTRY.get(env_name)
+    if factory is None:
+        return None
+    parameters = inspect.signature(factory).parameters.values()
+    if any(parameter.kind is parameter.VAR_KEYWORD for parameter in parameters):
+        return None
+    return {parameter.name for parameter in parameters}
+
+
 def observer_dir(config: dict, updates: dict) -> str:
     """<local_results_path>/sacred/<map name, or env name without one>/<name>, honouring `with` overrides."""
     effective = recursive_dict_update(copy.deepcopy(config), updates)
@@ -206,11 +296,24 @@ def main(argv: list) -> int:
     except UsageError as error:
         print(f"{os.path.basename(argv[0])}: error: {error}", file=sys.stderr)
         return USAGE_EXIT_CODE
+    updates = command_line_updates(params)
+    try:
+        env_names = env_arg_names(updates.get("env", config["env"]))
+        check_updates(config, updates, None if env_names is None else env_names | set(config.get("env_args", {})))
+    except UsageError as error:
+        print(f"{os.path.basename(argv[0])}: error: {error}", file=sys.stderr)
+        return USAGE_EXIT_CODE
     ex.add_config(config)
-    file_obs_path = observer_dir(config, command_line_updates(params))
+    file_obs_path = observer_dir(config, updates)
     logger.info(f"Saving to FileStorageObserver in {file_obs_path}.")
     ex.observers.append(FileStorageObserver(file_obs_path))
-    ex.run_commandline(params)
+    try:
+        ex.run_commandline(params)
+    except KeyboardInterrupt as interrupt:
+        # The training loop saved a final checkpoint (save_model=True) and closed the env workers.
+        signal_name = getattr(interrupt, "signal_name", "SIGINT")
+        print(f"{os.path.basename(argv[0])}: interrupted by {signal_name}", file=sys.stderr)
+        return 128 + signal.Signals[signal_name].value
     return 0
 
 

@@ -240,6 +240,15 @@ class ReplayBuffer(EpisodeBatch):
         self.buffer_index = 0  # next row to write
         self.episodes_in_buffer = 0
 
+    @staticmethod
+    def bytes_needed(scheme: dict, groups: dict, buffer_size: int, max_seq_length: int,
+                     preprocess: dict | None = None) -> int:
+        """Bytes the storage of a buffer with these arguments takes: buffer_size times one episode's
+        (every field, preprocess outputs and "filled" included), found without allocating the buffer."""
+        episode = EpisodeBatch(scheme, groups, 1, max_seq_length, preprocess=preprocess)
+        stores = (episode.data.transition_data, episode.data.episode_data)
+        return buffer_size * sum(value.element_size() * value.numel() for store in stores for value in store.values())
+
     def insert_episode_batch(self, ep_batch: EpisodeBatch) -> None:
         space_left = self.buffer_size - self.buffer_index
         if ep_batch.batch_size > space_left:

@@ -11,6 +11,7 @@ Life of a batch in ``train`` (T = batch.max_seq_length, the last step only boots
   masked squared error  -> scalar loss
 """
 import copy
+import os
 from types import SimpleNamespace
 from typing import Optional
 
@@ -22,6 +23,17 @@ from modules.mixers import REGISTRY as mixer_REGISTRY
 from utils.rl_utils import build_q_lambda_targets, build_td_lambda_targets
 
 OPTIMISERS = ("adam", "rmsprop")
+TARGET_DIR = "target"  # sub-folder of a checkpoint with the target networks
+
+
+class NonFiniteLoss(FloatingPointError):
+    """Training produced NaN or inf; raised before the optimiser step, so the networks stay as they were."""
+
+
+def _check_finite(what: str, value: th.Tensor, t_env: int) -> None:
+    if not th.isfinite(value).all():
+        raise NonFiniteLoss(f"the {what} became {value.item()} at t_env {t_env}: training stopped, the networks "
+                            f"were not updated; try a smaller lr, grad_norm_clip or reward scale")
 
 
 class NQLearner:
@@ -82,10 +94,12 @@ class NQLearner:
         mask = mask.expand_as(td_error)  # [bs, T-1, k]
         masked_td_error = td_error * mask
         loss = 0.5 * masked_td_error.pow(2).sum() / mask.sum()
+        _check_finite("loss", loss, t_env)
 
         self.optimiser.zero_grad()
         loss.backward()
         grad_norm = th.nn.utils.clip_grad_norm_(self.params, self.args.grad_norm_clip)
+        _check_finite("gradient norm", grad_norm, t_env)  # a step with it would make every weight NaN
         self.optimiser.step()
 
         if (episode_num - self.last_target_update_episode) / self.args.target_update_interval >= 1.0:
@@ -161,18 +175,45 @@ class NQLearner:
             self.target_mixer.cuda()
 
     def save_models(self, path: str) -> None:
-        """Write the agent (via the mac), mixer.th and opt.th into directory ``path``."""
+        """Write the agent (via the mac), mixer.th and opt.th into directory ``path``, and the target
+        networks as target/agent.th and target/mixer.th."""
         self.mac.save_models(path)
         if self.mixer is not None:
-            th.save(self.mixer.state_dict(), f"{path}/mixer.th")
-        th.save(self.optimiser.state_dict(), f"{path}/opt.th")
+            th.save(self.mixer.state_dict(), os.path.join(path, "mixer.th"))
+        th.save(self.optimiser.state_dict(), os.path.join(path, "opt.th"))
+        target_path = os.path.join(path, TARGET_DIR)
+        os.makedirs(target_path, exist_ok=True)
+        self.target_mac.save_models(target_path)
+        if self.target_mixer is not None:
+            th.save(self.target_mixer.state_dict(), os.path.join(target_path, "mixer.th"))
+
+    def model_files(self) -> list:
+        """The files save_models writes, relative to its folder."""
+        names = ["agent.th", "mixer.th"] if self.mixer is not None else ["agent.th"]
+        return names + ["opt.th"] + [os.path.join(TARGET_DIR, name) for name in names]
 
     def load_models(self, path: str) -> None:
-        """Load what save_models wrote; the target networks start as copies of the loaded ones."""
+        """Load the networks and optimiser that save_models wrote; the target networks start as copies
+        of the loaded networks, as in PyMARL2 (load_target_models restores the saved ones)."""
         self.mac.load_models(path)
         self.target_mac.load_models(path)
         if self.mixer is not None:
-            mixer_state = th.load(f"{path}/mixer.th", map_location="cpu")
+            mixer_state = th.load(os.path.join(path, "mixer.th"), map_location="cpu")
             self.mixer.load_state_dict(mixer_state)
             self.target_mixer.load_state_dict(mixer_state)
-        self.optimiser.load_state_dict(th.load(f"{path}/opt.th", map_location="cpu"))
+        self.optimiser.load_state_dict(th.load(os.path.join(path, "opt.th"), map_location="cpu"))
+
+    def load_target_models(self, path: str) -> None:
+        """Load the target networks saved by save_models into `path`/target (to resume training exactly)."""
+        target_path = os.path.join(path, TARGET_DIR)
+        self.target_mac.load_models(target_path)
+        if self.target_mixer is not None:
+            self.target_mixer.load_state_dict(th.load(os.path.join(target_path, "mixer.th"), map_location="cpu"))
+
+    def state_dict(self) -> dict:
+        """The learner's counters (the networks and optimiser are in the files of save_models)."""
+        return {"last_target_update_episode": self.last_target_update_episode, "log_stats_t": self.log_stats_t}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.last_target_update_episode = state["last_target_update_episode"]
+        self.log_stats_t = state["log_stats_t"]

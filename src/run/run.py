@@ -5,28 +5,42 @@ EpisodeBatch -> ReplayBuffer.insert_episode_batch -> (once batch_size episodes a
 buffer.sample(batch_size) -> truncated to the longest filled episode -> moved to args.device
 -> learner.train().
 """
+import contextlib
 import datetime
 import os
 import pprint
+import signal
+import threading
 import time
 from types import SimpleNamespace
 
+import psutil
 import torch as th
 
 from components.episode_buffer import ReplayBuffer
 from components.transforms import OneHot
 from controllers import REGISTRY as mac_REGISTRY
 from learners import REGISTRY as le_REGISTRY
+from run import checkpoint
+from run.checkpoint import checkpoint_step  # noqa: F401  (importable from here, as before checkpoint.py)
 from runners import REGISTRY as r_REGISTRY
 from utils.logging import Logger
 from utils.timehelper import time_left, time_str
+
+MEMORY_HEADROOM_BYTES = 1 << 30  # left free for everything but the replay buffer
 
 
 def run(_run, _config: dict, _log) -> None:
     """Sacred entry point (REGISTRY["default"]); `_config` is a plain, mutable copy of the merged config."""
     args = SimpleNamespace(**args_sanity_check(_config, _log))
     args.device = "cuda" if args.use_cuda else "cpu"
-    args.unique_token = f"{run_label(args)}__{datetime.datetime.now().strftime('%Y-%m-%d_%H-%M-%S')}"
+    resume = select_resume_checkpoint(args, _log) if args.resume else None
+    if resume is not None:
+        # The resumed run writes its models and TensorBoard events where the interrupted one did.
+        args.unique_token = os.path.basename(os.path.normpath(args.checkpoint_path))
+        args.env_seed_generation = resume.state["runner"]["seed_generation"] + 1
+    else:
+        args.unique_token = f"{run_label(args)}__{datetime.datetime.now().strftime('%Y-%m-%d_%H-%M-%S')}"
     if args.env == "sc2":
         _log.info(f"SMAC engine: {args.env_args['backend']} (env_args.backend; auto picks StarCraft II "
                   f"when it is installed under SC2PATH, else the built-in simulator)")
@@ -36,13 +50,26 @@ def run(_run, _config: dict, _log) -> None:
 
     logger = Logger(_log)
     if args.use_tensorboard:
-        logger.setup_tb(os.path.join(args.local_results_path, "tb_logs", args.unique_token))
+        # On resume, events the interrupted run logged after its checkpoint are hidden (purged).
+        logger.setup_tb(os.path.join(args.local_results_path, "tb_logs", args.unique_token),
+                        purge_step=None if resume is None else resume.step + 1)
     logger.setup_sacred(_run)
     try:
-        run_sequential(args=args, logger=logger)
+        run_sequential(args=args, logger=logger, resume=resume)
     finally:
         logger.close()
     _log.info("Exiting script")
+
+
+class ResumePoint(SimpleNamespace):
+    """The checkpoint a run resumes from: folder, step (its t_env) and state (training_state.pt)."""
+
+
+def select_resume_checkpoint(args: SimpleNamespace, _log) -> ResumePoint:
+    """The complete checkpoint under args.checkpoint_path to resume from (see checkpoint.select)."""
+    folder, step, state = checkpoint.select(args.checkpoint_path, args.load_step, need_state=True, log=_log)
+    _log.info(f"Resuming from {folder} (t_env {step}, episode {state['episode']})")
+    return ResumePoint(folder=folder, step=step, state=state)
 
 
 def run_label(args: SimpleNamespace) -> str:
@@ -66,19 +93,22 @@ def _lookup(registry: dict, name: str, what: str):
     return registry[name]
 
 
-def run_sequential(args: SimpleNamespace, logger: Logger) -> None:
+def run_sequential(args: SimpleNamespace, logger: Logger, resume: ResumePoint | None = None) -> None:
     """Train for t_max env steps, or only evaluate when args.evaluate / args.save_replay is set."""
     runner = _lookup(r_REGISTRY, args.runner, "runner")(args=args, logger=logger)
     try:
         buffer, learner = setup_learning(args, runner, logger)
-        if args.checkpoint_path:
+        loop = TrainingLoop(args, runner, buffer, learner, logger)
+        if resume is not None:
+            loop.resume(resume)
+        elif args.checkpoint_path:
             load_checkpoint(args, learner, runner, logger)
         elif args.evaluate or args.save_replay:
             logger.console_logger.warning("evaluating freshly initialised models: no checkpoint_path given")
         if args.evaluate or args.save_replay:
             evaluate_sequential(args, runner, logger)
         else:
-            TrainingLoop(args, runner, buffer, learner, logger).run()
+            loop.run()
     finally:
         runner.close_env()
 
@@ -104,9 +134,13 @@ def setup_learning(args: SimpleNamespace, runner, logger: Logger) -> tuple:
     for key in ("n_agents", "n_actions", "state_shape", "obs_shape", "episode_limit"):
         setattr(args, key, env_info[key])
     scheme, groups, preprocess = build_scheme(env_info)
+    buffer_device = "cpu" if args.buffer_cpu_only else args.device
     # One extra step holds the final state and the action chosen in it.
-    buffer = ReplayBuffer(scheme, groups, args.buffer_size, env_info["episode_limit"] + 1,
-                          preprocess=preprocess, device="cpu" if args.buffer_cpu_only else args.device)
+    max_seq_length = env_info["episode_limit"] + 1
+    check_buffer_memory(args.buffer_size, ReplayBuffer.bytes_needed(scheme, groups, args.buffer_size, max_seq_length,
+                                                                     preprocess), buffer_device, logger)
+    buffer = ReplayBuffer(scheme, groups, args.buffer_size, max_seq_length, preprocess=preprocess,
+                          device=buffer_device)
     mac = _lookup(mac_REGISTRY, args.mac, "mac")(buffer.scheme, groups, args)
     runner.setup(scheme=scheme, groups=groups, preprocess=preprocess, mac=mac)
     learner = _lookup(le_REGISTRY, args.learner, "learner")(mac, buffer.scheme, logger, args)
@@ -115,27 +149,43 @@ def setup_learning(args: SimpleNamespace, runner, logger: Logger) -> tuple:
     return buffer, learner
 
 
-def checkpoint_step(checkpoint_path: str, load_step: int) -> int:
-    """The saved t_env to load: the largest when load_step is 0, else the one closest to load_step."""
-    if not os.path.isdir(checkpoint_path):
-        raise FileNotFoundError(f"checkpoint_path '{checkpoint_path}' is not a directory; "
-                                f"pass a folder like <local_results_path>/models/<unique_token>")
-    steps = [int(name) for name in os.listdir(checkpoint_path)
-             if name.isdigit() and os.path.isdir(os.path.join(checkpoint_path, name))]
-    if not steps:
-        raise FileNotFoundError(f"checkpoint_path '{checkpoint_path}' has no saved models "
-                                f"(sub-folders named by t_env, written when save_model=True)")
-    if load_step == 0:
-        return max(steps)
-    return min(steps, key=lambda step: abs(step - load_step))
+def available_memory(device: str) -> int:
+    """Free bytes on `device`: available host memory, or the GPU's free memory."""
+    if device.startswith("cuda"):
+        return th.cuda.mem_get_info()[0]
+    return psutil.virtual_memory().available
+
+
+def check_buffer_memory(buffer_size: int, needed: int, device: str, logger: Logger) -> None:
+    """Log the replay buffer's size and stop at once (ValueError) when it would not fit in memory."""
+    available = available_memory(device)
+    logger.console_logger.info(f"Replay buffer: {buffer_size} episodes, {needed / 1e9:.2f} GB on {device} "
+                               f"({available / 1e9:.2f} GB available)")
+    if needed > available - MEMORY_HEADROOM_BYTES:
+        raise ValueError(f"the replay buffer needs {needed} bytes ({needed / 1e9:.2f} GB) for buffer_size="
+                         f"{buffer_size} but only {available / 1e9:.2f} GB of memory is available on {device} "
+                         f"(1 GB is kept free); lower buffer_size")
 
 
 def load_checkpoint(args: SimpleNamespace, learner, runner, logger: Logger) -> None:
-    step = checkpoint_step(args.checkpoint_path, args.load_step)
-    model_path = os.path.join(args.checkpoint_path, str(step))
+    """PyMARL2's loading: the networks and optimiser of a checkpoint; training (if any) goes on from its t_env."""
+    model_path, step, _ = checkpoint.select(args.checkpoint_path, args.load_step, need_state=False,
+                                            log=logger.console_logger)
     logger.console_logger.info(f"Loading model from {model_path}")
-    learner.load_models(model_path)
+    with checkpoint_mismatch(model_path):
+        learner.load_models(model_path)
     runner.t_env = step
+
+
+@contextlib.contextmanager
+def checkpoint_mismatch(folder: str):
+    """Turn a saved state that does not fit this config's networks into one CheckpointError line."""
+    try:
+        yield
+    except (RuntimeError, KeyError) as error:
+        reason = " ".join(str(error).split())[:300]
+        raise checkpoint.CheckpointError(f"checkpoint {folder} does not fit this run's config (network sizes, "
+                                         f"env or mixer differ): {reason}") from None
 
 
 def run_tests(args: SimpleNamespace, runner) -> None:
@@ -153,8 +203,45 @@ def evaluate_sequential(args: SimpleNamespace, runner, logger: Logger) -> None:
     logger.console_logger.info(f"Env stats: {runner.get_env_stats()}")
 
 
+class TrainingInterrupted(KeyboardInterrupt):
+    """Training stopped on SIGINT/SIGTERM after saving; sacred records the run as INTERRUPTED."""
+
+    def __init__(self, signal_name: str):
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
+class StopSignals:
+    """While training: the first SIGINT or SIGTERM asks the loop to stop after the current
+    iteration (it then saves a final checkpoint); a second one interrupts at once."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.received = None  # name of the first signal
+        self._previous = {}
+
+    def __enter__(self) -> "StopSignals":
+        if threading.current_thread() is threading.main_thread():  # only there can handlers be set
+            self._previous = {sig: signal.signal(sig, self._handle) for sig in self.SIGNALS}
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum: int, _frame) -> None:
+        if self.received is not None:
+            raise KeyboardInterrupt
+        self.received = signal.Signals(signum).name
+
+
 class TrainingLoop:
-    """PyMARL2's training loop: collect, learn, and every so often test, save models and print stats."""
+    """PyMARL2's training loop: collect, learn, and every so often test, save models and print stats.
+
+    The checkpoint is written at the end of an iteration, so it holds a consistent state to resume
+    from: t_env, episode count, networks, optimiser, buffer and the logged curves all agree.
+    """
 
     def __init__(self, args: SimpleNamespace, runner, buffer: ReplayBuffer, learner, logger: Logger):
         self.args = args
@@ -171,19 +258,29 @@ class TrainingLoop:
 
     def run(self) -> None:
         self.logger.console_logger.info(f"Beginning training for {self.args.t_max} timesteps")
-        while self.runner.t_env <= self.args.t_max:
-            self.collect()
-            if self.buffer.can_sample(self.args.batch_size):
-                self.learn()
-            if (self.runner.t_env - self.last_test_t) / self.args.test_interval >= 1.0:
-                self.test()
-            if self.args.save_model and (self.runner.t_env - self.model_save_t >= self.args.save_model_interval
-                                         or self.model_save_t == 0):
-                self.save_models()
-            self.episode += self.args.batch_size_run
-            if self.runner.t_env - self.last_log_t >= self.args.log_interval:
-                self.print_stats()
+        with StopSignals() as stop:
+            while self.runner.t_env <= self.args.t_max and stop.received is None:
+                self.iterate()
+        if stop.received is not None:
+            self.logger.console_logger.warning(f"{stop.received} received: stopping at t_env {self.runner.t_env}")
+        if self.args.save_model and self.model_save_t != self.runner.t_env:
+            self.save_models()
+        if stop.received is not None:
+            raise TrainingInterrupted(stop.received)
         self.logger.console_logger.info("Finished Training")
+
+    def iterate(self) -> None:
+        self.collect()
+        if self.buffer.can_sample(self.args.batch_size):
+            self.learn()
+        if (self.runner.t_env - self.last_test_t) / self.args.test_interval >= 1.0:
+            self.test()
+        self.episode += self.args.batch_size_run
+        if self.runner.t_env - self.last_log_t >= self.args.log_interval:
+            self.print_stats()
+        if self.args.save_model and (self.runner.t_env - self.model_save_t >= self.args.save_model_interval
+                                     or self.model_save_t == 0):
+            self.save_models()
 
     def collect(self) -> None:
         with th.no_grad():
@@ -208,12 +305,49 @@ class TrainingLoop:
             run_tests(self.args, self.runner)
 
     def save_models(self) -> None:
+        """Write the checkpoint of this t_env (models, training state, buffer with save_buffer) atomically."""
         self.model_save_t = self.runner.t_env
         save_path = os.path.join(self.args.local_results_path, "models", self.args.unique_token,
                                  str(self.runner.t_env))
-        os.makedirs(save_path, exist_ok=True)
         self.logger.console_logger.info(f"Saving models to {save_path}")
-        self.learner.save_models(save_path)
+        checkpoint.write_atomically(save_path, self._write_checkpoint)
+
+    def _write_checkpoint(self, folder: str) -> None:
+        self.learner.save_models(folder)
+        files = self.learner.model_files()
+        if self.args.save_buffer:
+            th.save(checkpoint.buffer_state(self.buffer), os.path.join(folder, checkpoint.BUFFER_FILE))
+            files.append(checkpoint.BUFFER_FILE)
+        th.save(self.training_state(files), os.path.join(folder, checkpoint.TRAINING_STATE))
+
+    def training_state(self, files: list) -> dict:
+        """Everything but the networks, optimiser and buffer that a resumed run needs."""
+        return {"version": checkpoint.STATE_VERSION, "files": files, "episode": self.episode,
+                "last_test_t": self.last_test_t, "last_log_t": self.last_log_t, "model_save_t": self.model_save_t,
+                "runner": self.runner.state_dict(), "learner": self.learner.state_dict(),
+                "rng": checkpoint.rng_states(), "sacred_info": self.logger.sacred_info_copy()}
+
+    def resume(self, point) -> None:
+        """Load a checkpoint written by save_models and carry on exactly where it was taken."""
+        state = point.state
+        with checkpoint_mismatch(point.folder):
+            self.learner.load_models(point.folder)
+            self.learner.load_target_models(point.folder)
+        self.learner.load_state_dict(state["learner"])
+        self.runner.load_state_dict(state["runner"])
+        self.episode = state["episode"]
+        self.last_test_t, self.last_log_t = state["last_test_t"], state["last_log_t"]
+        self.model_save_t = state["model_save_t"]
+        self.logger.restore_sacred_info(state["sacred_info"])
+        if checkpoint.BUFFER_FILE in state["files"]:
+            buffer = checkpoint.load_file(point.folder, checkpoint.BUFFER_FILE, mmap=True)
+            checkpoint.load_buffer_state(self.buffer, buffer, point.folder)
+        else:
+            self.logger.console_logger.warning("the checkpoint has no replay buffer (save_buffer was off): "
+                                               "learning restarts once batch_size new episodes are stored")
+        checkpoint.set_rng_states(state["rng"])
+        self.logger.console_logger.info(f"Resumed at t_env {self.runner.t_env}, episode {self.episode}, "
+                                        f"{self.buffer.episodes_in_buffer} episodes in the replay buffer")
 
     def print_stats(self) -> None:
         self.logger.log_stat("episode", self.episode, self.runner.t_env)

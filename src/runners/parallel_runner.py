@@ -4,18 +4,38 @@ Each worker owns one env and answers commands sent through a multiprocessing Pip
 (command, data) -> ("ok", result) or ("error", traceback). Workers are started with the
 "forkserver" method (fork is unsafe once torch threads exist): the server process imports
 this module once and forks every worker from it, which is much cheaper than "spawn".
+
+Faults: the parent never waits on a Pipe for longer than env_worker_timeout seconds. A worker
+that died or stopped answering is killed (with any process it started, e.g. a game) and started
+again with a fresh seed, and the unfinished episode batch is played again from the start; after
+env_worker_max_failures such failures in a row the run stops. An env that raises an exception is
+a bug, not a fault: its traceback is raised in the parent at once. Workers exit by themselves
+when the parent process dies.
 """
+import ctypes
 import multiprocessing as mp
+import os
 import signal
+import sys
+import time
 import traceback
 from typing import Any, Callable
 
+import psutil
 import torch as th
 
-from runners.runner_base import BatchRunner, env_factory, observe, step_env
+from components.episode_buffer import EpisodeBatch
+from runners.runner_base import BatchRunner, env_factory, env_seed, observe, step_env
 
 _START_METHOD = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
 _CLOSE_TIMEOUT_S = 5
+_POLL_S = 1.0  # how often a waiting parent checks its worker, and a waiting worker its parent
+DEFAULT_WORKER_TIMEOUT_S = 120.0
+DEFAULT_MAX_FAILURES = 3
+# A new worker imports the main module and builds its env (a game may take long to launch): its
+# first answer may take this long even when env_worker_timeout is shorter.
+_START_TIMEOUT_S = 60.0
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def _reset(env, _data) -> dict:
@@ -32,23 +52,45 @@ _COMMANDS = {
 }
 
 
+def _die_with_parent() -> None:
+    """On Linux, ask the kernel to kill this worker when its parent dies, even while the env hangs."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))  # libc's prctl, already loaded
+
+
 def env_worker(conn, env_fn: Callable, env_args: dict) -> None:
-    """Worker process main: build the env, then serve commands until "close" (or the first error)."""
+    """Worker process main: build the env, then serve commands until "close", the first error,
+    or the end of the parent process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is handled by the parent, which closes us
+    parent = os.getppid()
+    _die_with_parent()
     th.set_num_threads(1)
     try:
         env = env_fn(**env_args)
         while True:
+            if not conn.poll(_POLL_S):
+                if os.getppid() != parent:
+                    break  # orphaned: nobody will read our answers
+                continue
             command, data = conn.recv()
             if command == "close":
-                env.close()
-                conn.send(("ok", None))
                 break
             conn.send(("ok", _COMMANDS[command](env, data)))
+        env.close()
+        conn.send(("closed", None))
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        pass  # the parent is gone
     except Exception:
-        conn.send(("error", traceback.format_exc()))
+        _send_quietly(conn, ("error", traceback.format_exc()))
     finally:
         conn.close()
+
+
+def _send_quietly(conn, message: tuple) -> None:
+    try:
+        conn.send(message)
+    except OSError:
+        pass  # the parent is gone
 
 
 def _mp_context():
@@ -59,36 +101,123 @@ def _mp_context():
     return ctx
 
 
+def _kill_process_tree(process) -> None:
+    """SIGKILL a worker process and everything it started (e.g. a StarCraft II game)."""
+    try:
+        children = psutil.Process(process.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        children = []
+    for child in children:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
+    process.kill()
+    process.join(timeout=_CLOSE_TIMEOUT_S)
+
+
+class EnvWorkerFault(RuntimeError):
+    """A worker died or did not answer in time; the runner restarts it."""
+
+    def __init__(self, index: int, reason: str):
+        super().__init__(f"env worker {index} {reason}")
+        self.index = index
+
+
+class EnvWorkerError(RuntimeError):
+    """Env workers kept failing: the run cannot go on."""
+
+
 class ParallelRunner(BatchRunner):
 
     def __init__(self, args, logger):
         super().__init__(args, logger)
-        ctx = _mp_context()
-        env_fn = env_factory(args.env)
-        self.conns = []
-        self.workers = []
-        for seed in self.env_seeds:
-            parent_conn, worker_conn = ctx.Pipe()
-            worker = ctx.Process(target=env_worker, args=(worker_conn, env_fn, dict(args.env_args, seed=seed)),
-                                 daemon=True)
-            worker.start()
-            worker_conn.close()  # only the worker holds its end now, so its death reads as EOF here
-            self.conns.append(parent_conn)
-            self.workers.append(worker)
+        self.timeout_s = float(getattr(args, "env_worker_timeout", DEFAULT_WORKER_TIMEOUT_S))
+        self.max_failures = int(getattr(args, "env_worker_max_failures", DEFAULT_MAX_FAILURES))
+        self.restarts = 0
+        self.consecutive_failures = 0
+        self._ctx = _mp_context()
+        self._env_fn = env_factory(args.env)
+        self.conns = [None] * self.batch_size
+        self.workers = [None] * self.batch_size
+        self.waiting = set()  # workers sent a command whose answer has not been read yet
+        self.starting = set()  # workers that have not answered yet since they were started
+        for i in range(self.batch_size):
+            self._start_worker(i)
         self.env_info = self._request(0, "get_env_info")
+
+    def _start_worker(self, i: int) -> None:
+        parent_conn, worker_conn = self._ctx.Pipe()
+        worker = self._ctx.Process(target=env_worker, daemon=True,
+                                   args=(worker_conn, self._env_fn, dict(self.args.env_args, seed=self.env_seeds[i])))
+        worker.start()
+        worker_conn.close()  # only the worker holds its end now, so its death reads as EOF here
+        self.conns[i] = parent_conn
+        self.workers[i] = worker
+        self.starting.add(i)
+
+    def run(self, test_mode: bool = False) -> EpisodeBatch:
+        """One episode per env; when a worker fails, restart it and play the whole batch again."""
+        while True:
+            try:
+                batch = super().run(test_mode)
+            except EnvWorkerFault as fault:
+                self._recover(fault)
+                continue
+            self.consecutive_failures = 0
+            return batch
+
+    def _recover(self, fault: EnvWorkerFault) -> None:
+        self.consecutive_failures += 1
+        if self.consecutive_failures >= self.max_failures:
+            raise EnvWorkerError(f"{fault}; {self.consecutive_failures} env worker failures in a row "
+                                 f"(env_worker_max_failures={self.max_failures}): stopping the run") from None
+        self._restart_worker(fault.index, str(fault))
+        for i in sorted(self.waiting):  # read the answers still due, so every Pipe is in step again
+            try:
+                self._recv(i)
+            except EnvWorkerFault as other:
+                self._restart_worker(i, str(other))
+
+    def _restart_worker(self, i: int, reason: str) -> None:
+        _kill_process_tree(self.workers[i])
+        self.conns[i].close()
+        self.waiting.discard(i)
+        self.starting.discard(i)
+        self.seed_generation += 1
+        self.env_seeds[i] = env_seed(self.args.env_args.get("seed"), i, self.batch_size, self.seed_generation)
+        self._start_worker(i)
+        self.restarts += 1
+        self.logger.console_logger.warning(f"{reason}: restarted it with seed {self.env_seeds[i]} and dropped "
+                                           f"the unfinished episode batch ({self.restarts} restarts so far)")
+        self.logger.log_stat("env_worker_restarts", self.restarts, self.t_env)
 
     def _send(self, i: int, command: str, data: Any = None) -> None:
         try:
             self.conns[i].send((command, data))
         except (BrokenPipeError, ConnectionResetError):
             self._recv(i)  # the worker is gone: raise its pending error message if it left one
-            raise
+            raise EnvWorkerFault(i, "exited unexpectedly") from None
+        self.waiting.add(i)
 
     def _recv(self, i: int) -> Any:
+        """The answer of worker i; EnvWorkerFault when it has died or not answered within timeout_s."""
+        conn, worker = self.conns[i], self.workers[i]
+        timeout_s = max(self.timeout_s, _START_TIMEOUT_S) if i in self.starting else self.timeout_s
+        deadline = time.monotonic() + timeout_s
+        while not conn.poll(min(_POLL_S, max(0.0, deadline - time.monotonic()))):
+            if not worker.is_alive():
+                raise EnvWorkerFault(i, f"exited unexpectedly (exit code {worker.exitcode})")
+            if time.monotonic() >= deadline:
+                raise EnvWorkerFault(i, f"did not answer within {timeout_s:g} s (env_worker_timeout="
+                                        f"{self.timeout_s:g}, {_START_TIMEOUT_S:g} s at start-up)")
         try:
-            status, result = self.conns[i].recv()
-        except EOFError:
-            raise RuntimeError(f"env worker {i} (seed {self.env_seeds[i]}) exited unexpectedly") from None
+            status, result = conn.recv()
+        except (EOFError, OSError):
+            worker.join(timeout=_POLL_S)
+            raise EnvWorkerFault(i, f"exited unexpectedly (exit code {worker.exitcode})") from None
+        self.waiting.discard(i)
+        self.starting.discard(i)
         if status == "error":
             raise RuntimeError(f"env worker {i} (seed {self.env_seeds[i]}) failed; its traceback:\n{result}")
         return result
@@ -118,18 +247,33 @@ class ParallelRunner(BatchRunner):
         self._broadcast("save_replay")
 
     def close_env(self) -> None:
-        """Ask every live worker to close its env, then reap the processes."""
-        for i, worker in enumerate(self.workers):
-            if worker.is_alive():
-                try:
-                    self._request(i, "close")
-                except (RuntimeError, OSError) as error:
-                    self.logger.console_logger.warning(f"closing env worker {i}: {error}")
+        """Ask every worker to close its env, wait up to _CLOSE_TIMEOUT_S in all, then kill the rest."""
+        deadline = time.monotonic() + _CLOSE_TIMEOUT_S
+        for conn in self.conns:
+            _send_quietly(conn, ("close", None))
+        for i in range(len(self.workers)):
+            self._await_closed(i, deadline)
         for worker in self.workers:
-            worker.join(timeout=_CLOSE_TIMEOUT_S)
+            worker.join(timeout=max(0.0, deadline - time.monotonic()))
             if worker.is_alive():
-                worker.terminate()
+                _kill_process_tree(worker)
         for conn in self.conns:
             conn.close()
         self.workers = []
         self.conns = []
+        self.waiting = set()
+
+    def _await_closed(self, i: int, deadline: float) -> None:
+        """Read worker i's messages (answers still due first) until it confirms the close."""
+        conn = self.conns[i]
+        try:
+            while conn.poll(max(0.0, deadline - time.monotonic())):
+                status, result = conn.recv()
+                if status == "closed":
+                    return
+                if status == "error":
+                    self.logger.console_logger.warning(f"closing env worker {i}: {result}")
+                    return
+        except (EOFError, OSError):
+            return  # already gone
+        self.logger.console_logger.warning(f"env worker {i} did not close within {_CLOSE_TIMEOUT_S} s; killing it")

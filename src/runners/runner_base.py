@@ -25,13 +25,19 @@ def env_factory(env_name: str) -> Callable:
     return env_REGISTRY[env_name]
 
 
-def env_seeds(base_seed: int | None, batch_size_run: int) -> list:
+def env_seeds(base_seed: int | None, batch_size_run: int, generation: int = 0) -> list:
     """One seed per env of the run: the run's seed + env index (None when the run has no seed).
 
     Distinct seeds keep the parallel envs from replaying the same episodes (PyMARL2 gives every
-    worker the same seed).
+    worker the same seed). Envs built again later (a restarted worker, a resumed run) take a new
+    `generation`, which shifts their seeds past every seed used before.
     """
-    return [None if base_seed is None else base_seed + i for i in range(batch_size_run)]
+    return [env_seed(base_seed, i, batch_size_run, generation) for i in range(batch_size_run)]
+
+
+def env_seed(base_seed: int | None, index: int, batch_size_run: int, generation: int) -> int | None:
+    """Seed of env `index` in seed generation `generation`: base + index + batch_size_run * generation."""
+    return None if base_seed is None else base_seed + index + batch_size_run * generation
 
 
 def observe(env) -> dict:
@@ -58,6 +64,29 @@ def stack_post_transition(transitions: list) -> dict:
         "terminated": np.array([[tr["terminated"] and not tr["info"].get("episode_limit", False)]
                                 for tr in transitions], dtype=np.uint8),  # [envs, 1]
     }
+
+
+_CHECKED_FIELDS = ("state", "obs", "reward")  # env outputs that must be finite
+
+
+class NonFiniteEnvOutput(ValueError):
+    """An env returned NaN or inf in its observations, state or reward."""
+
+
+def check_finite(data: dict, envs: list, seeds: list, env_name: str, t: int) -> None:
+    """Raise NonFiniteEnvOutput naming the field, env and episode step of the first NaN/inf in
+    the stacked env outputs `data` ({field: [len(envs), ...]})."""
+    for key in _CHECKED_FIELDS:
+        if key not in data:
+            continue
+        values = data[key].reshape(len(envs), -1)  # [envs, values per env]
+        finite = np.isfinite(values).all(axis=1)  # [envs]
+        if not finite.all():
+            row = int(np.argmin(finite))
+            bad = values[row][~np.isfinite(values[row])][0]
+            raise NonFiniteEnvOutput(
+                f"env '{env_name}' (env {envs[row]}, seed {seeds[envs[row]]}) returned {bad} in its {key} at "
+                f"episode step {t}; the env must return finite numbers")
 
 
 class EpisodeStats:
@@ -117,7 +146,9 @@ class BatchRunner:
         self.args = args
         self.logger = logger
         self.batch_size = args.batch_size_run
-        self.env_seeds = env_seeds(args.env_args.get("seed"), args.batch_size_run)
+        # A resumed run builds its envs with the seed generation after the checkpoint's.
+        self.seed_generation = getattr(args, "env_seed_generation", 0)
+        self.env_seeds = env_seeds(args.env_args.get("seed"), args.batch_size_run, self.seed_generation)
         self.t = 0
         self.t_env = 0
         self.train_stats = EpisodeStats()
@@ -146,7 +177,7 @@ class BatchRunner:
         self.batch = self.new_batch()
         self.mac.init_hidden(batch_size=self.batch_size)
         self.t = 0
-        self.batch.update(stack_pre_transition(self._reset_envs()), ts=0)
+        self._store_pre_transition(list(range(self.batch_size)), self._reset_envs())
         episodes = _EpisodesInProgress(self.batch_size)
         acting = list(range(self.batch_size))  # envs whose row needs actions at self.t
         while True:
@@ -175,9 +206,16 @@ class BatchRunner:
                                f"it must end every episode within episode_limit steps")
 
     def _store_step(self, stepping: list, transitions: list) -> None:
-        self.batch.update(stack_post_transition(transitions), bs=stepping, ts=self.t, mark_filled=False)
+        post = stack_post_transition(transitions)
+        check_finite(post, stepping, self.env_seeds, self.args.env, self.t + 1)
+        self.batch.update(post, bs=stepping, ts=self.t, mark_filled=False)
         self.t += 1
-        self.batch.update(stack_pre_transition(transitions), bs=stepping, ts=self.t)
+        self._store_pre_transition(stepping, transitions)
+
+    def _store_pre_transition(self, envs: list, observations: list) -> None:
+        pre = stack_pre_transition(observations)
+        check_finite(pre, envs, self.env_seeds, self.args.env, self.t)
+        self.batch.update(pre, bs=envs, ts=self.t)
 
     def _finish_run(self, episodes: "_EpisodesInProgress", test_mode: bool) -> None:
         stats = self.test_stats if test_mode else self.train_stats
@@ -193,6 +231,23 @@ class BatchRunner:
             if hasattr(self.mac.action_selector, "epsilon"):
                 self.logger.log_stat("epsilon", self.mac.action_selector.epsilon, self.t_env)
             self.log_train_stats_t = self.t_env
+
+    def state_dict(self) -> dict:
+        """What a resumed run needs to carry on: env step count, logging position, seed generation
+        and the training-episode stats gathered since the last log."""
+        stats = self.train_stats
+        return {"t_env": self.t_env, "log_train_stats_t": self.log_train_stats_t,
+                "seed_generation": self.seed_generation,
+                "train_stats": {"returns": list(stats.returns), "sums": dict(stats.sums),
+                                "n_episodes": stats.n_episodes}}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore the counters of state_dict(); the envs keep the seeds they were built with."""
+        self.t_env = state["t_env"]
+        self.log_train_stats_t = state["log_train_stats_t"]
+        self.train_stats.returns = list(state["train_stats"]["returns"])
+        self.train_stats.sums.update(state["train_stats"]["sums"])
+        self.train_stats.n_episodes = state["train_stats"]["n_episodes"]
 
     def get_env_stats(self) -> list:
         """get_stats() of every env (e.g. battles_won, win_rate for SMAC)."""

@@ -35,15 +35,29 @@ class Logger:
         # key -> [(t, value)] since the last print_recent_stats
         self.stats = defaultdict(list)
 
-    def setup_tb(self, directory_name: str) -> None:
+    def setup_tb(self, directory_name: str, purge_step: int | None = None) -> None:
+        """Write TensorBoard events into directory_name. A resumed run passes purge_step (its
+        checkpoint's t_env + 1): TensorBoard then hides the events an earlier run in the same
+        folder logged from that step on, so the curve continues without overlap."""
         from tensorboardX import SummaryWriter  # only needed when use_tensorboard is set
-        self.tb_writer = SummaryWriter(logdir=directory_name)
+        self.tb_writer = SummaryWriter(logdir=directory_name, purge_step=purge_step)
         self.use_tb = True
 
     def setup_sacred(self, sacred_run) -> None:
         """Stats will also be stored in the run's info.json as `key: [values]`, `key_T: [t_env]`."""
         self.sacred_info = sacred_run.info
         self.use_sacred = True
+
+    def sacred_info_copy(self) -> dict:
+        """The stats logged to sacred so far, as plain lists (saved in checkpoints)."""
+        return {key: list(values) for key, values in (self.sacred_info or {}).items()}
+
+    def restore_sacred_info(self, info: dict) -> None:
+        """Start this run's info.json with the curves of the run it resumes (no-op without sacred)."""
+        if not self.use_sacred:
+            return
+        for key, values in info.items():
+            self.sacred_info[key] = list(values)
 
     def log_stat(self, key: str, value: Any, t: int, to_sacred: bool = True) -> None:
         value = _plain_number(value)

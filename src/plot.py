@@ -1,0 +1,317 @@
+"""Learning curves of many runs: mean and spread over seeds per config group, and a results table.
+
+    python src/plot.py results/sacred/3m --metric test_battle_won_mean --group-by epsilon_anneal_time
+
+Reads every sacred run folder (config.json, run.json, info.json) under the given paths; with
+`--source tb` the curve comes from the run's TensorBoard events instead of info.json. Runs are
+grouped by the values of the --group-by config keys (default: the run name without its
+`_seed<N>` suffix), each run's curve is interpolated onto a common t_env grid of its group, and
+the group's mean over seeds is drawn with a shaded band (--spread std | ci95). Writes
+<out>.png, <out>.svg, and a table of the final and best value per group as <out>.csv and <out>.md.
+
+Data functions (`load_runs`, `group_runs`, `align`, `summarise`) are importable for tests and
+notebooks; only `plot` needs matplotlib.
+"""
+import argparse
+import csv
+import datetime
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from utils.run_index import TOKEN_DATE_FORMAT, get_dotted, token_pattern
+
+# Two-sided 95% Student-t critical values for 1..30 degrees of freedom; the normal 1.96 beyond.
+T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+       2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+       2.045, 2.042)
+SPREADS = ("std", "ci95")
+SOURCES = ("sacred", "tb")
+# A run's unique_token is stamped a few seconds after sacred's start_time.
+TOKEN_AFTER_START_S = 120
+
+
+@dataclass
+class Run:
+    """One sacred run and one metric's curve."""
+    path: str
+    name: str
+    status: str
+    config: dict
+    t: np.ndarray       # [n_points] t_env, increasing
+    values: np.ndarray  # [n_points]
+
+
+@dataclass
+class Aligned:
+    """A group's runs interpolated onto a common t_env grid."""
+    label: str
+    runs: list
+    t: np.ndarray       # [n_points]
+    values: np.ndarray  # [n_runs, n_points]
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self.values.mean(axis=0)
+
+
+def read_json(path: str) -> dict:
+    with open(path) as f:
+        return json.load(f)
+
+
+def run_folders(paths: list) -> list:
+    """Sacred run folders (holding config.json, run.json and info.json) under `paths`, sorted."""
+    found = []
+    for path in paths:
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"'{path}' does not exist; pass a results/sacred/<map or env> folder "
+                                    f"or a run folder")
+        for root, dirs, files in os.walk(path):
+            dirs[:] = [d for d in dirs if d != "_sources"]
+            if {"config.json", "run.json", "info.json"} <= set(files):
+                found.append(root)
+    return sorted(found)
+
+
+def sacred_curve(folder: str, metric: str) -> Optional[tuple]:
+    """(t_env, values) of `metric` from info.json, or None when the run did not log it."""
+    info = read_json(os.path.join(folder, "info.json"))
+    if metric not in info or f"{metric}_T" not in info:
+        return None
+    return np.asarray(info[f"{metric}_T"], dtype=float), np.asarray(info[metric], dtype=float)
+
+
+def tb_curve(folder: str, config: dict, run_info: dict, metric: str) -> Optional[tuple]:
+    """(t_env, values) of `metric` from the run's TensorBoard events: the latest
+    tb_logs/<name>[_<engine>]__<date> stamped before the run started (+ TOKEN_AFTER_START_S); a
+    resumed run therefore finds the token it continues."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    # The run folder is <results>/sacred/<map or env>/<name>/<id>; its events are in <results>/tb_logs.
+    tb_root = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(folder)))), "tb_logs")
+    if not os.path.isdir(tb_root):
+        return None
+    # sacred stamps UTC; unique_tokens carry the local time of the machine that ran.
+    start_utc = datetime.datetime.fromisoformat(run_info["start_time"]).replace(tzinfo=datetime.timezone.utc)
+    start = start_utc.astimezone().replace(tzinfo=None)
+    pattern = token_pattern(config["name"])
+    candidates = []
+    for token in os.listdir(tb_root):
+        match = pattern.match(token)
+        if match:
+            stamp = datetime.datetime.strptime(match["date"], TOKEN_DATE_FORMAT)
+            if (stamp - start).total_seconds() <= TOKEN_AFTER_START_S:
+                candidates.append((stamp, token))
+    if not candidates:
+        return None
+    events = EventAccumulator(os.path.join(tb_root, max(candidates)[1]), size_guidance={"scalars": 0})
+    events.Reload()
+    if metric not in events.Tags()["scalars"]:
+        return None
+    scalars = events.Scalars(metric)
+    return np.array([s.step for s in scalars], dtype=float), np.array([s.value for s in scalars], dtype=float)
+
+
+def load_runs(paths: list, metric: str, source: str = "sacred", include_unfinished: bool = False) -> list:
+    """The runs under `paths` that logged `metric`, as Runs sorted by folder. Only COMPLETED runs
+    unless `include_unfinished` (an interrupted run that was resumed would otherwise count twice)."""
+    if source not in SOURCES:
+        raise ValueError(f"unknown --source '{source}'; use one of: {', '.join(SOURCES)}")
+    folders = run_folders(paths)
+    if not folders:
+        raise ValueError(f"no sacred run folders (config.json + run.json + info.json) under {', '.join(paths)}")
+    runs, seen_metrics = [], set()
+    for folder in folders:
+        run_info = read_json(os.path.join(folder, "run.json"))
+        status = run_info.get("status", "")
+        if status != "COMPLETED" and not include_unfinished:
+            continue
+        config = read_json(os.path.join(folder, "config.json"))
+        curve = sacred_curve(folder, metric) if source == "sacred" else tb_curve(folder, config, run_info, metric)
+        if curve is None:
+            seen_metrics.update(k for k in read_json(os.path.join(folder, "info.json")) if not k.endswith("_T"))
+            continue
+        t, values = curve
+        order = np.argsort(t, kind="stable")
+        runs.append(Run(folder, config.get("name", ""), status, config, t[order], values[order]))
+    if not runs:
+        known = f"; metrics logged: {', '.join(sorted(seen_metrics))}" if seen_metrics else ""
+        raise ValueError(f"no {'' if include_unfinished else 'completed '}run under {', '.join(paths)} "
+                         f"logged '{metric}'{known}")
+    return runs
+
+
+def group_label(run: Run, keys: list) -> str:
+    """'key=value, ...' of the group-by keys; without keys the run name minus its _seed<N> suffix."""
+    if not keys:
+        return re.sub(r"_seed-?\d+$", "", run.name)
+    parts = []
+    for key in keys:
+        try:
+            parts.append(f"{key}={get_dotted(run.config, key)}")
+        except KeyError:
+            raise ValueError(f"--group-by key '{key}' is not in the config of {run.path}; "
+                             f"use a key of its config.json (dotted for nested keys, e.g. env_args.map_name)") from None
+    return ", ".join(parts)
+
+
+def sort_key(label: str) -> tuple:
+    """Sort labels by their values, numerically where they are numbers (5000 before 20000)."""
+    key = []
+    for part in label.split(", "):
+        value = part.split("=", 1)[-1]
+        try:
+            key.append((0, float(value), ""))
+        except ValueError:
+            key.append((1, 0.0, value))
+    return tuple(key)
+
+
+def group_runs(runs: list, keys: list) -> dict:
+    """{label: [runs]} in the order of the group values."""
+    groups = {}
+    for run in runs:
+        groups.setdefault(group_label(run, keys), []).append(run)
+    return {label: groups[label] for label in sorted(groups, key=sort_key)}
+
+
+def align(runs: list, n_points: int = 200, label: str = "") -> Aligned:
+    """Put `runs` on one t_env grid: their own t_env when all logged at the same steps, else
+    `n_points` evenly spaced steps over the range all runs cover (no extrapolation), with each
+    run linearly interpolated."""
+    first = runs[0].t
+    if all(len(run.t) == len(first) and np.array_equal(run.t, first) for run in runs):
+        grid = first
+    else:
+        low, high = max(run.t[0] for run in runs), min(run.t[-1] for run in runs)
+        if low > high:
+            raise ValueError(f"the runs of group '{label}' share no t_env range; compare runs of one sweep")
+        grid = np.linspace(low, high, n_points)
+    values = np.stack([np.interp(grid, run.t, run.values) for run in runs])  # [n_runs, n_points]
+    return Aligned(label, runs, grid, values)
+
+
+def spread(values: np.ndarray, kind: str) -> np.ndarray:
+    """Half-width of the band around the mean over runs (axis 0): the standard deviation, or the
+    95% confidence interval of the mean (Student t); 0 for a single run."""
+    n = values.shape[0]
+    if n < 2:
+        return np.zeros(values.shape[1])
+    if kind == "std":
+        return values.std(axis=0)
+    if kind == "ci95":
+        t95 = T95[n - 2] if n - 1 <= len(T95) else 1.96
+        return t95 * values.std(axis=0, ddof=1) / np.sqrt(n)
+    raise ValueError(f"unknown --spread '{kind}'; use one of: {', '.join(SPREADS)}")
+
+
+def summarise(aligned: list, spread_kind: str = "std") -> list:
+    """One row per group: seeds; final = the mean curve's last point (each run's last logged value
+    when the runs share their steps) with the band's half-width there; best = the highest point of
+    the mean curve and its t_env."""
+    rows = []
+    for group in aligned:
+        mean_curve, band = group.mean, spread(group.values, spread_kind)
+        best = int(np.argmax(mean_curve))
+        rows.append({
+            "group": group.label,
+            "seeds": len(group.runs),
+            "final_mean": float(mean_curve[-1]),
+            "final_spread": float(band[-1]),
+            "best_mean": float(mean_curve[best]),
+            "best_t_env": int(group.t[best]),
+            "t_env_end": int(group.t[-1]),
+        })
+    return rows
+
+
+def markdown_table(rows: list, metric: str, spread_kind: str) -> str:
+    lines = [f"| group | seeds | final {metric} (mean ± {spread_kind}) | at t_env | best of the mean curve | at t_env |",
+             "|---|---|---|---|---|---|"]
+    for row in rows:
+        lines.append(f"| {row['group']} | {row['seeds']} | {row['final_mean']:.3f} ± {row['final_spread']:.3f} "
+                     f"| {row['t_env_end']:,} | {row['best_mean']:.3f} | {row['best_t_env']:,} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_table(rows: list, out: str, metric: str, spread_kind: str) -> str:
+    with open(out + ".csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    table = markdown_table(rows, metric, spread_kind)
+    with open(out + ".md", "w") as f:
+        f.write(table)
+    return table
+
+
+def plot(aligned: list, out: str, metric: str, spread_kind: str, title: str = "") -> None:
+    """Mean curve and shaded spread per group, saved as <out>.png and <out>.svg."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    for group in aligned:
+        mean, band = group.mean, spread(group.values, spread_kind)
+        line, = ax.plot(group.t, mean, label=f"{group.label} (n={len(group.runs)})", linewidth=1.8)
+        ax.fill_between(group.t, mean - band, mean + band, color=line.get_color(), alpha=0.2, linewidth=0)
+    ax.set_xlabel("t_env (environment steps)")
+    ax.set_ylabel(metric)
+    ax.set_title(title or f"{metric}: mean ± {spread_kind} over seeds")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, frameon=False)
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(steps_label))
+    fig.tight_layout()
+    for ext in ("png", "svg"):
+        fig.savefig(f"{out}.{ext}")
+    plt.close(fig)
+
+
+def steps_label(value: float, _position=None) -> str:
+    """Axis label of a step count: 0, 500, 20k, 1.5M."""
+    for scale, suffix in ((1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:g}{suffix}"
+    return f"{value:g}"
+
+
+def parse_args(argv: list) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="plot.py", description="Learning curves over seeds per config group.")
+    parser.add_argument("paths", nargs="+", help="results/sacred/<map or env> folders or single run folders")
+    parser.add_argument("--metric", default="test_return_mean", help="logged stat (default test_return_mean)")
+    parser.add_argument("--group-by", default="", help="config keys, comma separated (dotted for nested keys)")
+    parser.add_argument("--spread", choices=SPREADS, default="std", help="band: std over seeds, or 95%% CI of the mean")
+    parser.add_argument("--source", choices=SOURCES, default="sacred", help="curves from info.json or TensorBoard")
+    parser.add_argument("--points", type=int, default=200, help="grid size when runs logged at different t_env")
+    parser.add_argument("--include-unfinished", action="store_true", help="also runs not COMPLETED")
+    parser.add_argument("--out", help="output prefix (default plots/<folder>_<metric>)")
+    parser.add_argument("--title", default="", help="figure title")
+    return parser.parse_args(argv)
+
+
+def main(argv: list) -> int:
+    args = parse_args(argv)
+    out = args.out or os.path.join("plots", f"{os.path.basename(os.path.normpath(args.paths[0]))}_{args.metric}")
+    keys = [key.strip() for key in args.group_by.split(",") if key.strip()]
+    try:
+        runs = load_runs(args.paths, args.metric, args.source, args.include_unfinished)
+        aligned = [align(group, args.points, label) for label, group in group_runs(runs, keys).items()]
+    except (ValueError, FileNotFoundError) as error:
+        print(f"plot.py: error: {error}", file=sys.stderr)
+        return 1
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    plot(aligned, out, args.metric, args.spread, args.title)
+    rows = summarise(aligned, args.spread)
+    print(write_table(rows, out, args.metric, args.spread), end="")
+    print(f"wrote {out}.png, {out}.svg, {out}.csv, {out}.md ({len(runs)} runs)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,139 @@
+"""Bad input gets one clear line and a non-zero exit: mistyped keys, wrong types, impossible settings,
+unusable checkpoints, a replay buffer too large for the memory."""
+import logging
+from collections import namedtuple
+
+import psutil
+import pytest
+
+import main
+from main import InputError, UsageError, check_settings, check_updates, env_arg_names
+from main_runs import run_main
+from components.episode_buffer import ReplayBuffer
+from envs import REGISTRY as env_REGISTRY
+from run.run import build_scheme, check_buffer_memory
+from run.checkpoint import CheckpointError, verify
+from utils.logging import Logger
+
+SMALL = ["use_cuda=False", "rnn_hidden_dim=8", "mixing_embed_dim=8", "hypernet_embed=8", "buffer_size=8",
+         "batch_size=4"]
+
+
+@pytest.fixture(scope="module")
+def qmix_sc2():
+    return main.build_config(["--config=qmix", "--env-config=sc2"])
+
+
+def sc2_updates(qmix_sc2, **updates):
+    names = env_arg_names("sc2") | set(qmix_sc2["env_args"])
+    check_updates(qmix_sc2, updates, names)
+
+
+@pytest.mark.parametrize("updates, message", [
+    ({"batch_szie": 8}, "unknown config key 'batch_szie' (with batch_szie=8); did you mean 'batch_size'?"),
+    ({"env_args": {"map_nme": "3m"}},
+     "unknown config key 'env_args.map_nme' (with env_args.map_nme='3m'); did you mean 'env_args.map_name'?"),
+    ({"zzzz": 1}, "unknown config key 'zzzz' (with zzzz=1); known keys are in "),
+    ({"batch_size_run": "abc"}, "batch_size_run='abc' has the wrong type: expected int like the default 8, got str"),
+    ({"use_cuda": 1}, "use_cuda=1 has the wrong type: expected bool like the default True, got int"),
+    ({"lr": "fast"}, "lr='fast' has the wrong type: expected float like the default 0.001, got str"),
+    ({"env_args": {"reward_win": [1]}},
+     "env_args.reward_win=[1] has the wrong type: expected int like the default 200, got list"),
+])
+def test_bad_with_updates_are_rejected(qmix_sc2, updates, message):
+    with pytest.raises(UsageError) as error:
+        sc2_updates(qmix_sc2, **updates)
+    assert str(error.value).startswith(message)
+
+
+def test_good_with_updates_pass(qmix_sc2):
+    # a float setting takes an int, a string one null, env_args the env's constructor arguments too
+    sc2_updates(qmix_sc2, lr=1, mixer=None, seed=3, t_max=100, env_args={"map_name": "corridor", "window_size_x": 640,
+                                                                         "seed": 1})
+
+
+def test_env_arg_names_follow_the_constructors():
+    assert {"map_name", "reward_win", "backend", "window_size_x"} <= env_arg_names("sc2")
+    assert env_arg_names("stag_hunt") >= {"world_shape", "prey_move_prob", "seed"}
+    assert env_arg_names("no_such_env") is None
+
+
+@pytest.mark.parametrize("updates, message", [
+    ({"batch_size_run": 0}, "batch_size_run=0 must be above 0"),
+    ({"test_nepisode": -1}, "test_nepisode=-1 must be above 0"),
+    ({"env_worker_timeout": 0}, "env_worker_timeout=0 must be above 0"),
+    ({"batch_size": 64, "buffer_size": 32}, "batch_size=64 is larger than buffer_size=32"),
+    ({"gamma": 1.5}, "gamma=1.5 must be within [0, 1]"),
+    ({"resume": True}, "resume=True needs checkpoint_path="),
+    ({"resume": True, "checkpoint_path": "x", "evaluate": True}, "resume=True continues training;"),
+])
+def test_impossible_settings_are_rejected(qmix_sc2, updates, message):
+    with pytest.raises(InputError) as error:
+        check_settings(dict(qmix_sc2, **updates))
+    assert str(error.value).startswith(message)
+
+
+@pytest.mark.parametrize("argv, code, message", [
+    (["batch_szie=8"], 2, "main.py: error: unknown config key 'batch_szie' (with batch_szie=8); "
+                                  "did you mean 'batch_size'?"),
+    (["batch_size_run=abc"], 2, "main.py: error: batch_size_run='abc' has the wrong type"),
+    (["batch_size=16", "buffer_size=8"], 1, "InputError: batch_size=16 is larger than buffer_size=8"),
+    (["buffer_size=1000000000000", *SMALL[:4], "runner=episode", "batch_size_run=1"], 1,
+     "InputError: the replay buffer needs "),
+])
+def test_command_line_mistakes_give_one_line(tmp_path, argv, code, message):
+    proc = run_main("--config=qmix", "--env-config=one_step_matrix_game", "with",
+                    f"local_results_path={tmp_path}", *argv)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == code
+    assert "Traceback" not in proc.stderr
+    assert lines[-1].startswith(message)
+    if code == 2:
+        assert len(lines) == 1
+
+
+def test_checkpoint_without_models_gives_one_line(tmp_path):
+    (tmp_path / "empty").mkdir()
+    proc = run_main("--config=qmix", "--env-config=one_step_matrix_game", "with", f"local_results_path={tmp_path}",
+                    "evaluate=True", f"checkpoint_path={tmp_path / 'empty'}", "runner=episode", "batch_size_run=1",
+                    *SMALL)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"InputError: checkpoint_path '{tmp_path / 'empty'}' has no saved models (sub-folders named by t_env, "
+        f"written when save_model=True)")
+
+
+def test_models_only_checkpoint_cannot_be_resumed(tmp_path):
+    (tmp_path / "agent.th").write_bytes(b"")
+    with pytest.raises(CheckpointError, match=f"^checkpoint {tmp_path} has no training_state.pt .* load it without "
+                                              f"resume=True"):
+        verify(str(tmp_path), need_state=True)
+    with pytest.raises(CheckpointError, match=f"^checkpoint {tmp_path} is damaged: agent.th cannot be read"):
+        verify(str(tmp_path), need_state=False)
+
+
+FakeMemory = namedtuple("FakeMemory", "available")
+
+
+def test_buffer_that_does_not_fit_stops_before_allocation(monkeypatch, caplog):
+    """3m with buffer_size 5000 needs 0.25 GB; with 1.2 GB available and 1 GB kept free it does not fit."""
+    env = env_REGISTRY["sc2"](map_name="3m", backend="builtin")
+    info = env.get_env_info()
+    env.close()
+    scheme, groups, preprocess = build_scheme(info)
+    needed = ReplayBuffer.bytes_needed(scheme, groups, 5000, info["episode_limit"] + 1, preprocess)
+    agents, actions = info["n_agents"], info["n_actions"]
+    # float32 obs and state, int64 actions, float32 actions_onehot, int32 avail_actions, float32 reward,
+    # uint8 terminated, int64 filled
+    per_step = (4 * (agents * info["obs_shape"] + info["state_shape"]) + 8 * agents + 4 * agents * actions
+                + 4 * agents * actions + 4 + 1 + 8)
+    assert needed == 5000 * (info["episode_limit"] + 1) * per_step
+    logger = Logger(logging.getLogger("test_bad_input"))
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: FakeMemory(available=1_200_000_000))
+    with pytest.raises(ValueError, match=f"the replay buffer needs {needed} bytes .* for buffer_size=5000 but only "
+                                         f"1.20 GB of memory is available on cpu"):
+        check_buffer_memory(5000, needed, "cpu", logger)
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: FakeMemory(available=2_000_000_000))
+    with caplog.at_level(logging.INFO):
+        check_buffer_memory(5000, needed, "cpu", logger)
+    assert "Replay buffer: 5000 episodes, 0.25 GB on cpu (2.00 GB available)" in caplog.text

@@ -1,0 +1,205 @@
+"""Faults: env workers that die or hang, envs that return NaN, interrupts and parent death leave no
+process behind."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+import torch as th
+
+from countdown_env import EPISODE_LIMIT, CountdownEnv, intended_length
+from envs import REGISTRY as env_REGISTRY
+from fault_envs import FaultyCountdownEnv
+from main_runs import MAIN, REPO, read_json, run_dir
+from runners.parallel_runner import EnvWorkerError
+from runners.runner_base import NonFiniteEnvOutput
+from test_runners import HighestAvailableMAC, RecordingLogger, make_args, make_runner
+
+th.set_num_threads(1)
+
+BASE_SEED = 4
+N_PARALLEL = 2
+
+
+@pytest.fixture(autouse=True)
+def envs_registered(monkeypatch):
+    monkeypatch.setitem(env_REGISTRY, "countdown", CountdownEnv)
+    monkeypatch.setitem(env_REGISTRY, "faulty", FaultyCountdownEnv)
+
+
+def faulty_args(timeout_s: float = 60, max_failures: int = 3, **env_args):
+    args = make_args("parallel", BASE_SEED, N_PARALLEL, **env_args)
+    args.env = "faulty" if env_args else "countdown"
+    args.env_worker_timeout = timeout_s
+    args.env_worker_max_failures = max_failures
+    return args
+
+
+class KillingMAC(HighestAvailableMAC):
+    """Kills worker `victim` with SIGKILL when asked for the actions of episode step `at_step` the first time."""
+
+    def __init__(self, victim: int, at_step: int):
+        super().__init__()
+        self.victim, self.at_step = victim, at_step
+        self.runner = None
+        self.killed_pid = None
+
+    def select_actions(self, ep_batch, t_ep, t_env, bs=slice(None), test_mode=False):
+        if t_ep == self.at_step and self.killed_pid is None:
+            self.killed_pid = self.runner.workers[self.victim].pid
+            os.kill(self.killed_pid, signal.SIGKILL)
+        return super().select_actions(ep_batch, t_ep, t_env, bs, test_mode)
+
+
+def assert_full_batch(batch, seeds):
+    """Every env played one whole episode (the batch was not cut by the restart)."""
+    for i, seed in enumerate(seeds):
+        length = min(intended_length(seed), EPISODE_LIMIT)
+        assert batch["filled"][i, :, 0].sum().item() == length + 1
+        assert batch["state"][i, 0, 1].item() == seed  # the env row came from this seed
+
+
+def test_killed_worker_is_restarted_and_the_batch_replayed():
+    mac = KillingMAC(victim=1, at_step=2)
+    logger = RecordingLogger()
+    runner = make_runner(faulty_args(), mac=mac, logger=logger)
+    mac.runner = runner
+    try:
+        batch = runner.run(test_mode=False)
+        new_seed = BASE_SEED + 1 + N_PARALLEL  # worker 1, seed generation 1
+        assert runner.env_seeds == [BASE_SEED, new_seed]
+        assert_full_batch(batch, runner.env_seeds)
+        assert not psutil.pid_exists(mac.killed_pid) or psutil.Process(mac.killed_pid).status() == "zombie"
+        assert runner.workers[1].pid != mac.killed_pid and runner.workers[1].is_alive()
+        assert runner.restarts == 1
+        assert logger.stats["env_worker_restarts"] == [(0, 1)]
+        # Only the finished batch counts: t_env holds its episodes, not the dropped ones.
+        assert runner.t_env == sum(min(intended_length(s), EPISODE_LIMIT) for s in runner.env_seeds)
+        runner.run(test_mode=False)  # the restarted worker keeps serving
+        assert runner.restarts == 1
+    finally:
+        runner.close_env()
+
+
+def test_hanging_worker_is_killed_after_the_timeout():
+    runner = make_runner(faulty_args(timeout_s=2, fault="hang", fault_step=2, fault_seeds=[BASE_SEED + 1]))
+    hung_pid = runner.workers[1].pid
+    try:
+        start = time.monotonic()
+        batch = runner.run(test_mode=False)
+        elapsed = time.monotonic() - start
+        assert 2 <= elapsed < 20
+        assert runner.restarts == 1
+        assert runner.env_seeds[1] == BASE_SEED + 1 + N_PARALLEL
+        assert_full_batch(batch, runner.env_seeds)
+        assert not psutil.pid_exists(hung_pid) or psutil.Process(hung_pid).status() == "zombie"
+    finally:
+        runner.close_env()
+
+
+def test_workers_that_keep_failing_stop_the_run():
+    args = faulty_args(max_failures=2, fault="exit", fault_step=1)
+    args.batch_size_run = 1
+    runner = make_runner(args)
+    try:
+        with pytest.raises(EnvWorkerError, match=r"env worker 0 exited unexpectedly \(exit code 3\); 2 env worker "
+                                                 r"failures in a row \(env_worker_max_failures=2\): stopping"):
+            runner.run(test_mode=False)
+        assert runner.restarts == 1
+    finally:
+        runner.close_env()
+    assert runner.workers == []
+
+
+@pytest.mark.parametrize("runner_name, fault, message", [
+    ("parallel", "nan_reward", r"env 'faulty' \(env 1, seed 5\) returned nan in its reward at episode step 2"),
+    ("episode", "inf_obs", r"env 'faulty' \(env 0, seed 4\) returned inf in its obs at episode step 2"),
+])
+def test_non_finite_env_output_is_named(runner_name, fault, message):
+    n_envs = N_PARALLEL if runner_name == "parallel" else 1
+    args = make_args(runner_name, BASE_SEED, n_envs, fault=fault, fault_step=2, fault_seeds=[BASE_SEED + n_envs - 1])
+    args.env = "faulty"
+    runner = make_runner(args)
+    try:
+        with pytest.raises(NonFiniteEnvOutput, match=message):
+            runner.run(test_mode=False)
+    finally:
+        runner.close_env()
+
+
+ORPHAN_SCRIPT = """
+import sys, time
+sys.path[:0] = [{src!r}, {tests!r}]
+from types import SimpleNamespace
+from countdown_env import CountdownEnv
+from envs import REGISTRY
+REGISTRY["countdown"] = CountdownEnv
+from runners.parallel_runner import ParallelRunner
+args = SimpleNamespace(env="countdown", env_args={{"seed": 0}}, batch_size_run=2, test_nepisode=2,
+                       runner_log_interval=1000, device="cpu")
+runner = ParallelRunner(args, None)
+print(" ".join(str(w.pid) for w in runner.workers), flush=True)
+time.sleep(600)
+"""
+
+
+def wait_gone(pids: list, timeout_s: float) -> list:
+    """The pids still running (not zombies) after waiting up to timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        alive = [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.2)
+
+
+def test_workers_exit_when_the_parent_is_killed():
+    script = ORPHAN_SCRIPT.format(src=os.path.join(REPO, "src"), tests=os.path.dirname(__file__))
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(pid) for pid in proc.stdout.readline().split()]
+        assert len(pids) == 2 and wait_gone(pids, 0) == pids
+        proc.kill()
+        proc.wait(timeout=10)
+        assert wait_gone(pids, 10) == []
+    finally:
+        proc.kill()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_stops_training_saves_and_leaves_no_process(tmp_path, sig):
+    """A long run is stopped by a signal within seconds: final checkpoint, INTERRUPTED, no child left."""
+    log_path = tmp_path / "stderr.txt"
+    argv = [sys.executable, MAIN, "--config=qmix", "--env-config=one_step_matrix_game", "with",
+            f"local_results_path={tmp_path}", "batch_size_run=2", "t_max=10000000", "test_interval=100000",
+            "log_interval=100000", "save_model=True", "save_model_interval=100000000", "use_cuda=False",
+            "rnn_hidden_dim=8", "mixing_embed_dim=8", "hypernet_embed=8", "buffer_size=8", "batch_size=4"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while "Beginning training" not in log_path.read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1.0)
+        children = [child.pid for child in psutil.Process(proc.pid).children(recursive=True)]
+        assert len(children) >= 2  # the forkserver and the two env workers
+        start = time.monotonic()
+        proc.send_signal(sig)
+        assert proc.wait(timeout=30) == 128 + sig
+        assert time.monotonic() - start < 15
+    finally:
+        proc.kill()
+    output = log_path.read_text()
+    assert output.strip().splitlines()[-1] == f"main.py: interrupted by {sig.name}"
+    assert wait_gone(children, 5) == []
+    (token,) = os.listdir(tmp_path / "models")
+    steps = sorted(int(step) for step in os.listdir(tmp_path / "models" / token))
+    assert len(steps) == 2 and steps[0] == 2  # the first save, and the final one at the stop
+    assert (tmp_path / "models" / token / str(steps[1]) / "training_state.pt").exists()
+    folder = run_dir(str(tmp_path), "one_step_matrix_game", "qmix_env=8_adam_td_lambda", 1)
+    assert read_json(folder, "run.json")["status"] == "INTERRUPTED"
+    assert f"{sig.name} received: stopping at t_env {steps[1]}" in output
