@@ -44,6 +44,7 @@ from typing import Any, Callable, Optional
 
 from main import (REPO_DIR, SRC_DIR, USAGE_EXIT_CODE, UsageError, build_config, command_line_updates,
                   observer_dir, recursive_dict_update, results_path)
+from run.checkpoint import CheckpointNotFound, saved_steps
 from utils.run_index import flatten, get_dotted, has_dotted, nested, token_pattern
 
 # Short names of common grid keys in run names; other keys appear as `<key>=<value>`.
@@ -325,8 +326,11 @@ def checkpoint_dir(results: str, name: str) -> str:
     """<results>/models/<unique_token> of the newest token of `name` with a saved model, or ''."""
     models = os.path.join(results, "models")
     for token in reversed(run_tokens(models, name)):
-        if any(step.isdigit() for step in os.listdir(os.path.join(models, token))):
-            return os.path.join(models, token)
+        try:
+            saved_steps(os.path.join(models, token))
+        except CheckpointNotFound:
+            continue
+        return os.path.join(models, token)
     return ""
 
 

@@ -186,7 +186,8 @@ class BatchRunner:
             if not stepping:
                 break
             self._check_within_limit()
-            transitions = self._step_envs({i: actions[acting.index(i)].numpy() for i in stepping})
+            actions_of = dict(zip(acting, actions.numpy()))  # env index -> [n_agents]
+            transitions = self._step_envs({i: actions_of[i] for i in stepping})
             episodes.record(transitions)
             self._store_step(stepping, [transitions[i] for i in stepping])
             acting = stepping
