@@ -17,6 +17,7 @@ PYMARL2_PAYOFF = [[12, -0.1, -0.1], [-0.1, 0, 0], [-0.1, 0, 0]]
 SMALL_ENV_ARGS = {
     "one_step_matrix_game": {"map_name": "one_step_matrix_game"},
     "stag_hunt": {"map_name": "stag_hunt", "seed": 0},
+    "null": {"map_name": "corridor", "seed": 0},
 }
 
 
@@ -36,11 +37,11 @@ def run_episode(env, policy) -> float:
 
 # ---- registry ------------------------------------------------------------------------------------
 def test_registry_holds_pymarl2_names():
-    assert set(REGISTRY) == {"sc2", "one_step_matrix_game", "stag_hunt"}
+    assert set(REGISTRY) == {"sc2", "one_step_matrix_game", "stag_hunt", "null"}
 
 
 def test_make_env_unknown_name_lists_known_names():
-    with pytest.raises(ValueError, match="unknown env 'foo'; known envs: one_step_matrix_game, sc2, stag_hunt"):
+    with pytest.raises(ValueError, match="unknown env 'foo'; known envs: null, one_step_matrix_game, sc2, stag_hunt"):
         make_env("foo")
 
 
@@ -110,6 +111,34 @@ def test_bad_actions_are_rejected(name):
         env.step([0] * (env.n_agents + 1))
     with pytest.raises(ValueError, match="cannot take action"):
         env.step([env.n_actions] * env.n_agents)
+
+
+@pytest.mark.parametrize("map_name", ["corridor", "3m"])
+def test_null_env_has_the_smac_shapes_and_fixed_episodes(map_name):
+    smac_shapes = {"corridor": (6, 30, 156, 282, 400), "3m": (3, 9, 30, 48, 60)}[map_name]
+    env = make_env("null", map_name=map_name, seed=1)
+    info = env.get_env_info()
+    assert (info["n_agents"], info["n_actions"], info["obs_shape"], info["state_shape"],
+            info["episode_limit"]) == smac_shapes
+    wins = []
+    for _ in range(40):
+        env.reset()
+        rewards = [env.step([0] * env.n_agents) for _ in range(env.episode_length)]
+        assert [terminated for _, terminated, _ in rewards] == [False] * (env.episode_length - 1) + [True]
+        wins.append(rewards[-1][2]["battle_won"])
+        assert rewards[-1][0] == float(wins[-1])
+    assert 0 < sum(wins) < 40  # drawn at random
+    assert env.get_stats()["battles_game"] == 40
+    assert (np.asarray(env.get_avail_actions()) == 1).all()
+
+
+def test_null_env_bad_args():
+    with pytest.raises(ValueError, match="unknown null env map 'foo'"):
+        make_env("null", map_name="foo")
+    with pytest.raises(ValueError, match="unknown null env argument"):
+        make_env("null", n_agent=3)
+    with pytest.raises(ValueError, match="episode_length must be within"):
+        make_env("null", episode_length=401)
 
 
 def test_step_accepts_the_runners_torch_actions():

@@ -2,6 +2,7 @@
 from typing import Callable
 
 from envs.multiagentenv import MultiAgentEnv
+from envs.null_env import NullEnv
 from envs.one_step_matrix_game import OneStepMatrixGame
 from envs.stag_hunt import StagHunt
 
@@ -17,6 +18,7 @@ REGISTRY: dict[str, Callable[..., MultiAgentEnv]] = {
     "sc2": _make_sc2,
     "one_step_matrix_game": OneStepMatrixGame,
     "stag_hunt": StagHunt,
+    "null": NullEnv,  # zero-cost env with SMAC shapes, for benchmarks
 }
 
 
