@@ -115,25 +115,36 @@ def test_models_only_checkpoint_cannot_be_resumed(tmp_path):
 FakeMemory = namedtuple("FakeMemory", "available")
 
 
-def test_buffer_that_does_not_fit_stops_before_allocation(monkeypatch, caplog):
-    """3m with buffer_size 5000 needs 0.25 GB; with 1.2 GB available and 1 GB kept free it does not fit."""
+def test_buffer_memory_check_warns_for_the_worst_case_and_stops_below_the_least(monkeypatch, caplog):
+    """3m with buffer_size 5000: 588 bytes per stored step, 0.18 GB if every episode lasts episode_limit (60)
+    steps, 5.9 MB if every episode lasts one step; 1 GB of the available memory is kept free."""
     env = env_REGISTRY["sc2"](map_name="3m", backend="builtin")
     info = env.get_env_info()
     env.close()
     scheme, groups, preprocess = build_scheme(info)
-    needed = ReplayBuffer.bytes_needed(scheme, groups, 5000, info["episode_limit"] + 1, preprocess)
+    sizes = ReplayBuffer.storage_bytes(scheme, groups, preprocess)
     agents, actions = info["n_agents"], info["n_actions"]
-    # float32 obs and state, int64 actions, float32 actions_onehot, int32 avail_actions, float32 reward,
-    # uint8 terminated, int64 filled
-    per_step = (4 * (agents * info["obs_shape"] + info["state_shape"]) + 8 * agents + 4 * agents * actions
-                + 4 * agents * actions + 4 + 1 + 8)
-    assert needed == 5000 * (info["episode_limit"] + 1) * per_step
+    # float32 obs, state and reward, uint8 actions, bool avail_actions, terminated and filled
+    assert sizes.step == 4 * (agents * info["obs_shape"] + info["state_shape"] + 1) + agents + agents * actions + 2
+    assert (sizes.step, sizes.episode) == (588, 0)
+    max_seq_length = info["episode_limit"] + 1
     logger = Logger(logging.getLogger("test_bad_input"))
-    monkeypatch.setattr(psutil, "virtual_memory", lambda: FakeMemory(available=1_200_000_000))
-    with pytest.raises(ValueError, match=f"the replay buffer needs {needed} bytes .* for buffer_size=5000 but only "
-                                         f"1.20 GB of memory is available on cpu"):
-        check_buffer_memory(5000, needed, "cpu", logger)
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: FakeMemory(available=1_075_000_000))
+    with pytest.raises(ValueError, match="^the replay buffer needs at least 5880000 bytes .0.01 GB. for "
+                                         "buffer_size=5000 but only 1.07 GB of memory is available on cpu"):
+        check_buffer_memory(5000, sizes, max_seq_length, "cpu", logger)
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: FakeMemory(available=1_100_000_000))
+    with caplog.at_level(logging.INFO):
+        check_buffer_memory(5000, sizes, max_seq_length, "cpu", logger)
+    assert "Replay buffer: 5000 episodes, 588 bytes per stored step, at most 0.18 GB on cpu (1.10 GB available)" \
+        in caplog.text
+    assert ("the replay buffer may outgrow the memory: 0.18 GB if every episode reaches episode_limit=60; 5000 "
+            "episodes fit on cpu while they average at most 7 steps") in caplog.text
+
+    caplog.clear()
     monkeypatch.setattr(psutil, "virtual_memory", lambda: FakeMemory(available=2_000_000_000))
     with caplog.at_level(logging.INFO):
-        check_buffer_memory(5000, needed, "cpu", logger)
-    assert "Replay buffer: 5000 episodes, 0.25 GB on cpu (2.00 GB available)" in caplog.text
+        check_buffer_memory(5000, sizes, max_seq_length, "cpu", logger)
+    assert "0.18 GB on cpu (2.00 GB available)" in caplog.text and "outgrow" not in caplog.text

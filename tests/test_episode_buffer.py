@@ -1,10 +1,15 @@
-"""EpisodeBatch / ReplayBuffer: allocation from a scheme, writes, views and the replay ring."""
+"""EpisodeBatch / ReplayBuffer: allocation from a scheme, writes, views, the replay ring, its compact
+storage (checked against the old dense padded layout) and its checkpoints."""
+import os
+
 import numpy as np
 import pytest
 import torch as th
+import torch.nn.functional as F
 
-from components.episode_buffer import EpisodeBatch, ReplayBuffer
+from components.episode_buffer import EpisodeBatch, ReplayBuffer, stored_lengths
 from components.transforms import OneHot
+from run import checkpoint
 
 th.set_num_threads(1)
 
@@ -46,7 +51,7 @@ def test_scheme_allocates_shapes_dtypes_and_preprocess_fields():
     assert batch["actions"].dtype == th.long
     assert batch["actions_onehot"].shape == (2, T, N_AGENTS, N_ACTIONS)
     assert batch["actions_onehot"].dtype == th.float32
-    assert batch["filled"].shape == (2, T, 1) and batch["filled"].dtype == th.long
+    assert batch["filled"].shape == (2, T, 1) and batch["filled"].dtype == th.bool
     assert batch["map_id"].shape == (2, 2)  # episode_const: no time dim
     assert "map_id" in batch.data.episode_data and "obs" in batch.data.transition_data
     assert batch.scheme["actions_onehot"]["group"] == "agents"
@@ -168,12 +173,21 @@ def episodes(n: int, first_tag: float, max_t: int = T) -> EpisodeBatch:
     return batch
 
 
+def make_buffer(buffer_size: int) -> ReplayBuffer:
+    return ReplayBuffer(make_scheme(), GROUPS, buffer_size=buffer_size, max_seq_length=T, preprocess=PREPROCESS)
+
+
 def buffer_tags(buffer: ReplayBuffer) -> list[float]:
-    return buffer["map_id"][:, 0].tolist()
+    return buffer.episode_data["map_id"][:, 0].tolist()
+
+
+def test_stored_lengths_end_at_the_last_filled_step():
+    filled = th.tensor([[1, 1, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1], [0, 1, 0, 1]], dtype=th.bool)  # [batch, time]
+    assert stored_lengths(filled.unsqueeze(-1)).tolist() == [2, 0, 4, 4]
 
 
 def test_replay_buffer_ring_insertion_wraps_around():
-    buffer = ReplayBuffer(make_scheme(), GROUPS, buffer_size=5, max_seq_length=T, preprocess=PREPROCESS)
+    buffer = make_buffer(5)
     assert buffer.episodes_in_buffer == 0 and not buffer.can_sample(1)
 
     buffer.insert_episode_batch(episodes(2, first_tag=1.0))
@@ -181,6 +195,7 @@ def test_replay_buffer_ring_insertion_wraps_around():
     buffer.insert_episode_batch(episodes(3, first_tag=3.0))
     assert (buffer.buffer_index, buffer.episodes_in_buffer) == (0, 5)  # exactly full: index wraps
     assert buffer_tags(buffer) == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert buffer.lengths.tolist() == [1, 2, 1, 2, 3]
 
     buffer.insert_episode_batch(episodes(1, first_tag=6.0))
     assert buffer_tags(buffer) == [6.0, 2.0, 3.0, 4.0, 5.0]  # the oldest was overwritten
@@ -188,31 +203,39 @@ def test_replay_buffer_ring_insertion_wraps_around():
 
 
 def test_replay_buffer_batch_straddling_the_end_is_split():
-    buffer = ReplayBuffer(make_scheme(), GROUPS, buffer_size=5, max_seq_length=T, preprocess=PREPROCESS)
+    buffer = make_buffer(5)
     buffer.insert_episode_batch(episodes(4, first_tag=1.0))
     source = episodes(3, first_tag=10.0)
     buffer.insert_episode_batch(source)  # rows 4, 0, 1
     assert buffer_tags(buffer) == [11.0, 12.0, 3.0, 4.0, 10.0]
     assert (buffer.buffer_index, buffer.episodes_in_buffer) == (2, 5)
-    # Transition data, the filled mask and the one-hot actions travel with each episode.
-    for src_row, buf_row in [(0, 4), (1, 0), (2, 1)]:
-        assert th.equal(buffer["state"][buf_row], source["state"][src_row])
-        assert th.equal(buffer["filled"][buf_row], source["filled"][src_row])
-        assert th.equal(buffer["actions_onehot"][buf_row], source["actions_onehot"][src_row])
-    assert buffer["filled"][:, :, 0].sum(1).tolist() == [2, 3, 3, 1, 1]
+    # Every field, preprocess outputs included, travels with its episode, cut after its last filled step.
+    for src_row, buf_row, length in [(0, 4, 1), (1, 0, 2), (2, 1, 3)]:
+        for key in ("state", "filled", "actions_onehot"):
+            assert th.equal(buffer.transition_data[key][buf_row], source[key][src_row, :length]), key
+    assert buffer.lengths.tolist() == [2, 3, 3, 1, 1]
 
 
 def test_replay_buffer_insert_larger_than_buffer_keeps_latest():
-    buffer = ReplayBuffer(make_scheme(), GROUPS, buffer_size=3, max_seq_length=T, preprocess=PREPROCESS)
+    buffer = make_buffer(3)
     buffer.insert_episode_batch(episodes(7, first_tag=1.0))
     assert buffer_tags(buffer) == [7.0, 5.0, 6.0]
     assert (buffer.buffer_index, buffer.episodes_in_buffer) == (1, 3)
 
 
+def test_insert_rejects_a_batch_of_another_scheme():
+    buffer = make_buffer(3)
+    other = EpisodeBatch({**make_scheme(), "state": {"vshape": STATE + 1}}, GROUPS, 1, T, preprocess=PREPROCESS)
+    with pytest.raises(ValueError, match="field.s. state are missing or differ"):
+        buffer.insert_episode_batch(other)
+    with pytest.raises(ValueError, match="episodes of 8 steps into a buffer built for at most 7"):
+        buffer.insert_episode_batch(make_batch(max_t=T + 1))
+
+
 def test_uniform_sampling_without_replacement():
     np.random.seed(0)
-    buffer = ReplayBuffer(make_scheme(), GROUPS, buffer_size=10, max_seq_length=T, preprocess=PREPROCESS)
-    buffer.insert_episode_batch(episodes(6, first_tag=0.0))  # tags 0..5 in rows 0..5; rows 6..9 empty
+    buffer = make_buffer(10)
+    buffer.insert_episode_batch(episodes(6, first_tag=0.0))  # tags 0..5 in slots 0..5; slots 6..9 empty
     assert buffer.can_sample(6) and not buffer.can_sample(7)
     with pytest.raises(ValueError, match="holds only 6"):
         buffer.sample(7)
@@ -222,11 +245,206 @@ def test_uniform_sampling_without_replacement():
         sample = buffer.sample(3)
         tags = sample["map_id"][:, 0].long().tolist()
         assert sample.batch_size == 3 and len(set(tags)) == 3  # no episode twice
-        for tag in tags:
-            assert th.equal(sample["state"][tags.index(tag)], buffer["state"][tag])
+        assert sample.max_seq_length == max(tag % 3 + 1 for tag in tags)  # padded to the longest only
+        for row, tag in enumerate(tags):
+            stored = buffer.transition_data["state"][tag]  # [length, STATE]
+            assert th.equal(sample["state"][row, :len(stored)], stored)
+            assert not sample["state"][row, len(stored):].any() and not sample["filled"][row, len(stored):].any()
             counts[tag] += 1
     # Each stored episode is drawn with probability 3/6 per sample: 1500 expected, sd ~27.
     assert np.all(np.abs(counts - 1500) < 150), counts
 
     full = buffer.sample(6)  # asking for everything returns the stored episodes in order
     assert full["map_id"][:, 0].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+# --- the compact buffer against the old dense layout --------------------------------------------
+
+LIMIT = 8  # episode_limit of the reference checks: episodes keep up to LIMIT + 1 steps
+
+
+def compact_scheme() -> dict:
+    """run.build_scheme's dtypes, plus an episode-constant field."""
+    return {
+        "state": {"vshape": STATE},
+        "obs": {"vshape": OBS, "group": "agents"},
+        "actions": {"vshape": (1,), "group": "agents", "dtype": th.uint8},
+        "avail_actions": {"vshape": (N_ACTIONS,), "group": "agents", "dtype": th.bool},
+        "reward": {"vshape": (1,)},
+        "terminated": {"vshape": (1,), "dtype": th.bool},
+        "map_id": {"vshape": (2,), "episode_const": True},
+    }
+
+
+class DenseReplayBuffer(EpisodeBatch):
+    """Reference: the replay buffer before compact storage. Every episode padded to max_seq_length in
+    [buffer_size, max_seq_length, ...] tensors, with make_scheme()'s long/int dtypes and the float
+    actions_onehot preprocess; sample returns the drawn rows cut to the longest filled episode."""
+
+    def __init__(self, buffer_size: int):
+        super().__init__(make_scheme(), GROUPS, buffer_size, LIMIT + 1, preprocess=PREPROCESS)
+        self.buffer_index = 0
+        self.episodes_in_buffer = 0
+
+    def insert_episode_batch(self, ep_batch: EpisodeBatch) -> None:
+        space_left = self.batch_size - self.buffer_index
+        if ep_batch.batch_size > space_left:
+            self.insert_episode_batch(ep_batch[0:space_left, :])
+            self.insert_episode_batch(ep_batch[space_left:, :])
+            return
+        rows = slice(self.buffer_index, self.buffer_index + ep_batch.batch_size)
+        self.update(ep_batch.data.transition_data, rows, slice(0, ep_batch.max_seq_length), mark_filled=False)
+        self.update(ep_batch.data.episode_data, rows)
+        self.buffer_index += ep_batch.batch_size
+        self.episodes_in_buffer = max(self.episodes_in_buffer, self.buffer_index)
+        self.buffer_index %= self.batch_size
+
+    def sample(self, batch_size: int) -> EpisodeBatch:
+        if self.episodes_in_buffer == batch_size:
+            sample = self[:batch_size]
+        else:
+            sample = self[np.random.choice(self.episodes_in_buffer, batch_size, replace=False)]
+        return sample[:, :sample.max_t_filled()]
+
+
+def random_episodes(rng: np.random.Generator, lengths: list[int]) -> list[dict]:
+    """Runner-like episodes of the given env-step counts, as numpy arrays of their L + 1 steps."""
+    result = []
+    for length in lengths:
+        steps = length + 1  # the final state row too
+        avail = rng.random((steps, N_AGENTS, N_ACTIONS)) < 0.6  # [steps, agents, actions]
+        actions = rng.integers(N_ACTIONS, size=(steps, N_AGENTS, 1))  # [steps, agents, 1]
+        np.put_along_axis(avail, actions, True, axis=-1)  # the chosen action was available
+        terminated = np.zeros((length, 1), dtype=bool)
+        terminated[-1] = rng.random() < 0.5
+        result.append({"state": rng.standard_normal((steps, STATE)), "obs": rng.standard_normal((steps, N_AGENTS, OBS)),
+                       "avail_actions": avail, "actions": actions, "reward": rng.standard_normal((length, 1)),
+                       "terminated": terminated, "map_id": rng.standard_normal(2)})
+    return result
+
+
+def write_batch(scheme: dict, preprocess: dict | None, episodes_data: list[dict]) -> EpisodeBatch:
+    """The dense batch a runner would hand over: steps 0..L filled, reward/terminated at 0..L-1."""
+    batch = EpisodeBatch(scheme, GROUPS, len(episodes_data), LIMIT + 1, preprocess=preprocess)
+    for row, episode in enumerate(episodes_data):
+        steps = slice(0, len(episode["state"]))
+        batch.update({key: episode[key] for key in ("state", "obs", "avail_actions", "actions")}, bs=row, ts=steps)
+        batch.update({key: episode[key] for key in ("reward", "terminated")}, bs=row,
+                     ts=slice(0, len(episode["reward"])), mark_filled=False)
+        batch.update({"map_id": episode["map_id"]}, bs=row)
+    return batch
+
+
+# (episodes inserted, episodes sampled) pairs: first insert 3 then sample all 3 (no random draw), the ring
+# wraps, a batch straddles the end, a batch larger than the ring, a sample of the whole full ring.
+SCRIPT = [(3, 3), (3, 4), (3, 5), (2, 2), (10, 7), (4, 6), (1, 7)]
+BUFFER_SIZE = 7
+
+
+def run_script(buffer, scheme: dict, preprocess: dict | None) -> list[EpisodeBatch]:
+    np.random.seed(11)  # the buffer's draws
+    rng = np.random.default_rng(3)  # the episodes: the same for both layouts
+    samples = []
+    for n_insert, n_sample in SCRIPT:
+        lengths = rng.integers(1, LIMIT + 1, size=n_insert).tolist()
+        buffer.insert_episode_batch(write_batch(scheme, preprocess, random_episodes(rng, lengths)))
+        sample = buffer.sample(n_sample)
+        samples.append(sample[np.arange(n_sample)])  # a copy: the dense layout may return a view of its rows
+    return samples
+
+
+def as_float(value: th.Tensor) -> th.Tensor:
+    return value.to(th.float64)
+
+
+def test_compact_buffer_samples_what_the_dense_layout_sampled():
+    dense_samples = run_script(DenseReplayBuffer(BUFFER_SIZE), make_scheme(), PREPROCESS)
+    dense_rng = np.random.get_state()
+    compact = ReplayBuffer(compact_scheme(), GROUPS, BUFFER_SIZE, LIMIT + 1)
+    compact_samples = run_script(compact, compact_scheme(), None)
+    assert str(np.random.get_state()) == str(dense_rng)  # the same random draws, no more, no fewer
+    assert "actions_onehot" not in compact.scheme and compact.transition_data["actions"][0].dtype == th.uint8
+
+    for dense, sample in zip(dense_samples, compact_samples):
+        assert (sample.batch_size, sample.max_seq_length) == (dense.batch_size, dense.max_seq_length)
+        for key in compact_scheme():
+            assert th.equal(as_float(sample[key]), as_float(dense[key])), key
+        assert th.equal(sample["filled"], dense["filled"].bool())
+        onehot = F.one_hot(sample["actions"][..., 0].long(), N_ACTIONS)  # [batch, time, agents, actions]
+        filled = sample["filled"].unsqueeze(-1)  # [batch, time, 1, 1]: no one-hot in the padding
+        assert th.equal(as_float(onehot * filled), as_float(dense["actions_onehot"]))
+
+
+# --- memory --------------------------------------------------------------------------------------
+
+def test_stored_bytes_are_steps_times_bytes_per_step():
+    rng = np.random.default_rng(0)
+    buffer = ReplayBuffer(compact_scheme(), GROUPS, 20, LIMIT + 1)
+    sizes = ReplayBuffer.storage_bytes(compact_scheme(), GROUPS)
+    # float32 state, obs, reward; uint8 actions; bool avail_actions, terminated, filled
+    assert sizes.step == 4 * (STATE + N_AGENTS * OBS + 1) + N_AGENTS + N_AGENTS * N_ACTIONS + 1 + 1
+    assert sizes.episode == 4 * 2
+    length, n = 5, 12
+    buffer.insert_episode_batch(write_batch(compact_scheme(), None, random_episodes(rng, [length] * n)))
+    # N episodes of L env steps keep N * (L + 1) steps; episode-constant fields are allocated for all 20 slots.
+    assert buffer.stored_bytes() == n * (length + 1) * sizes.step + 20 * sizes.episode
+    assert sizes.for_episodes(n, length + 1) == n * ((length + 1) * sizes.step + sizes.episode)
+
+
+# --- checkpoints ---------------------------------------------------------------------------------
+
+def filled_buffer(seed: int) -> ReplayBuffer:
+    rng = np.random.default_rng(seed)
+    buffer = ReplayBuffer(compact_scheme(), GROUPS, BUFFER_SIZE, LIMIT + 1)
+    for n in (4, 5):  # wraps: 9 episodes into 7 slots
+        buffer.insert_episode_batch(write_batch(compact_scheme(), None,
+                                                random_episodes(rng, rng.integers(1, LIMIT + 1, n).tolist())))
+    return buffer
+
+
+def save_and_load(buffer: ReplayBuffer, folder) -> dict:
+    th.save(buffer.state_dict(), os.path.join(folder, checkpoint.BUFFER_FILE))
+    return checkpoint.load_file(str(folder), checkpoint.BUFFER_FILE, mmap=True)
+
+
+def test_checkpoint_round_trip_restores_the_buffer_exactly(tmp_path):
+    saved = filled_buffer(seed=1)
+    restored = ReplayBuffer(compact_scheme(), GROUPS, BUFFER_SIZE, LIMIT + 1)
+    checkpoint.load_buffer_state(restored, save_and_load(saved, tmp_path), str(tmp_path))
+    assert (restored.buffer_index, restored.episodes_in_buffer) == (saved.buffer_index, 7)
+    assert saved.buffer_index == 2
+    assert restored.lengths.tolist() == saved.lengths.tolist()
+    assert restored.stored_bytes() == saved.stored_bytes()
+    for buffer in (saved, restored):  # both go on alike: the same insert, then the same draw
+        buffer.insert_episode_batch(write_batch(compact_scheme(), None, random_episodes(np.random.default_rng(9), [3])))
+    np.random.seed(4)
+    a = saved.sample(5)
+    np.random.seed(4)
+    b = restored.sample(5)
+    assert a.data.transition_data.keys() == b.data.transition_data.keys()
+    for key in a.data.transition_data:
+        assert th.equal(a[key], b[key]), key
+    assert th.equal(a["map_id"], b["map_id"])
+    # The file holds the episodes at their length: about the buffer's real size, not LIMIT + 1 steps each.
+    size = os.path.getsize(tmp_path / checkpoint.BUFFER_FILE)
+    assert saved.stored_bytes() < size < saved.stored_bytes() + 40_000
+
+
+def test_checkpoint_of_another_buffer_gives_one_clear_error(tmp_path):
+    state = save_and_load(filled_buffer(seed=2), tmp_path)
+    folder = str(tmp_path)
+    smaller = ReplayBuffer(compact_scheme(), GROUPS, BUFFER_SIZE - 1, LIMIT + 1)
+    with pytest.raises(checkpoint.CheckpointError, match=f"^checkpoint {folder}: the saved replay buffer has "
+                                                         f"buffer_size=7, this run has buffer_size=6; resume with"):
+        checkpoint.load_buffer_state(smaller, state, folder)
+    wider = ReplayBuffer({**compact_scheme(), "obs": {"vshape": OBS + 1, "group": "agents"}}, GROUPS, BUFFER_SIZE,
+                         LIMIT + 1)
+    with pytest.raises(checkpoint.CheckpointError, match=f"^checkpoint {folder}: the saved replay buffer's 'obs' "
+                                                         f"does not fit this run's env/config"):
+        checkpoint.load_buffer_state(wider, state, folder)
+    assert wider.episodes_in_buffer == 0 and wider.transition_data["obs"][0] is None  # nothing was loaded
+    dense = DenseReplayBuffer(BUFFER_SIZE)  # a buffer.pt of the old padded layout
+    old_state = {"buffer_size": BUFFER_SIZE, "buffer_index": 0, "episodes_in_buffer": BUFFER_SIZE,
+                 "transition_data": dict(dense.data.transition_data), "episode_data": dict(dense.data.episode_data)}
+    with pytest.raises(checkpoint.CheckpointError, match="'actions_onehot' does not fit .* saved by an older marlkit"):
+        checkpoint.load_buffer_state(ReplayBuffer(compact_scheme(), GROUPS, BUFFER_SIZE, LIMIT + 1), old_state, folder)

@@ -114,7 +114,8 @@ def test_resume_restores_the_state_at_the_stop(stopped):
         for key, moments in opt_a["state"].items():
             assert tensors_equal(moments, opt_b["state"][key])
         assert (b.buffer.buffer_index, b.buffer.episodes_in_buffer) == (a.buffer.buffer_index, 8)
-        assert tensors_equal(b.buffer.data.transition_data, a.buffer.data.transition_data)
+        # Sampling all 8 stored episodes draws no random numbers and returns them in slot order.
+        assert tensors_equal(b.buffer.sample(8).data.transition_data, a.buffer.sample(8).data.transition_data)
         now = checkpoint.rng_states()
         assert now["python"] == rngs_at_stop["python"] and now["numpy"] == rngs_at_stop["numpy"]
         assert th.equal(now["torch"], rngs_at_stop["torch"])
@@ -129,6 +130,16 @@ def test_resume_restores_the_state_at_the_stop(stopped):
         schedule = b.learner.mac.action_selector.schedule
         assert b.learner.mac.action_selector.epsilon == pytest.approx(schedule.eval(31)) != schedule.eval(0)
         assert b.runner.env_seeds == [5 + 1]  # a new seed generation: no replay of the stopped run's episodes
+    finally:
+        b.runner.close_env()
+
+
+def test_resume_with_save_buffer_off_does_not_load_the_buffer(stopped, caplog):
+    with caplog.at_level(logging.WARNING):
+        b, _ = resumed_loop(stopped[0], save_buffer=False)
+    try:
+        assert b.buffer.episodes_in_buffer == 0 and b.runner.t_env == 31
+        assert "save_buffer=False: the checkpoint's replay buffer is not loaded" in caplog.text
     finally:
         b.runner.close_env()
 
@@ -174,7 +185,8 @@ def test_nan_loss_stops_training_and_keeps_the_last_checkpoint(stopped):
         folder = os.path.dirname(point.folder)
         before = {name: os.path.getmtime(os.path.join(folder, name)) for name in os.listdir(folder)}
         weights = copy.deepcopy(b.learner.mac.agent.state_dict())
-        b.buffer.data.transition_data["reward"][:] = float("nan")  # [buffer, T, 1]
+        for reward in b.buffer.transition_data["reward"][:b.buffer.episodes_in_buffer]:  # [length, 1] each
+            reward.fill_(float("nan"))
         with pytest.raises(FloatingPointError, match=r"the loss became nan at t_env 3\d: training stopped"):
             b.run()
         assert tensors_equal(b.learner.mac.agent.state_dict(), weights)  # no step was taken with the NaN loss

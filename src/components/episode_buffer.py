@@ -1,22 +1,34 @@
-"""Dense storage for batches of episodes, and the replay buffer built on it.
+"""Storage for batches of episodes (EpisodeBatch, dense) and the replay buffer (ReplayBuffer,
+each episode kept at its own length).
 
 A *scheme* describes the fields, e.g.::
 
     {"obs": {"vshape": obs_dim, "group": "agents"},
-     "actions": {"vshape": (1,), "group": "agents", "dtype": th.long},
+     "actions": {"vshape": (1,), "group": "agents", "dtype": th.uint8},
      "state": {"vshape": state_dim}}
 
 with groups = {"agents": n_agents}. A field with "group" gets one row per group member.
-Per-step fields ("transition data") are stored as [batch, time, *shape]; fields marked
-"episode_const" ("episode data") have no time dim: [batch, *shape]. The reserved field
-"filled" [batch, time, 1] is 1 where a step holds real data, so learners can mask the
+
+EpisodeBatch (what a runner writes, and what ReplayBuffer.sample returns) is dense: per-step
+fields ("transition data") are [batch, time, *shape] with time = max_seq_length; fields marked
+"episode_const" ("episode data") have no time dim: [batch, *shape]. The reserved bool field
+"filled" [batch, time, 1] is True where a step holds real data, so learners can mask the
 padding of episodes that ended before max_seq_length.
+
+ReplayBuffer keeps a ring of buffer_size episode slots. Slot i holds, for each per-step field,
+one tensor [length_i, *shape] (length_i = the episode's last filled step + 1: its env steps and
+the final state row) and, for each episode-constant field, row i of a [buffer_size, *shape]
+tensor. Memory is therefore (sum of stored lengths) x (bytes per step), not buffer_size x
+max_seq_length x (bytes per step). sample(n) pads the drawn episodes with zeros to the longest
+of them: [n, max length_i, *shape], "filled" False in the padding.
 """
 from numbers import Integral
 from types import SimpleNamespace
+from typing import NamedTuple
 
 import numpy as np
 import torch as th
+from torch.nn.utils.rnn import pad_sequence
 
 Index = int | slice | list | np.ndarray | th.Tensor
 
@@ -62,7 +74,7 @@ class EpisodeBatch:
         if "filled" in self.scheme:
             raise ValueError('"filled" is a reserved scheme key (the padding mask); rename your field')
         self._add_preprocessed_fields()
-        self.scheme["filled"] = {"vshape": (1,), "dtype": th.long}
+        self.scheme["filled"] = {"vshape": (1,), "dtype": th.bool}
 
         for key, info in self.scheme.items():
             shape = self._field_shape(key, info)
@@ -117,7 +129,7 @@ class EpisodeBatch:
                mark_filled: bool = True) -> None:
         """Writes each data[key] into rows `bs` and steps `ts` (steps are ignored for episode data).
 
-        With mark_filled, "filled" is set to 1 for the written (bs, ts) the first time a
+        With mark_filled, "filled" is set to True for the written (bs, ts) the first time a
         transition field is written. Fields with a preprocess entry also refresh their output.
         """
         slices = self._parse_slices((bs, ts))
@@ -229,55 +241,188 @@ class EpisodeBatch:
                 f"Keys:{list(self.scheme)} Groups:{list(self.groups)}")
 
 
-class ReplayBuffer(EpisodeBatch):
-    """A ring of `buffer_size` episodes: new episodes overwrite the oldest once it is full."""
+class StorageBytes(NamedTuple):
+    """Bytes a ReplayBuffer stores per step of an episode (every per-step field, "filled" and
+    preprocess outputs included) and per episode (its episode-constant fields)."""
+    step: int
+    episode: int
+
+    def for_episodes(self, n_episodes: int, stored_steps: int) -> int:
+        """Bytes of n_episodes episodes that keep `stored_steps` steps each (L env steps keep L + 1)."""
+        return n_episodes * (stored_steps * self.step + self.episode)
+
+
+def _nbytes(tensors) -> int:
+    return sum(value.element_size() * value.numel() for value in tensors)
+
+
+def _field_layout(batch: EpisodeBatch) -> dict:
+    """key -> (per-item shape, dtype) of every field of `batch`, without its batch and time dims."""
+    layout = {key: (tuple(value.shape[2:]), value.dtype) for key, value in batch.data.transition_data.items()}
+    layout.update({key: (tuple(value.shape[1:]), value.dtype) for key, value in batch.data.episode_data.items()})
+    return layout
+
+
+def stored_lengths(filled: th.Tensor) -> th.Tensor:
+    """Steps each episode keeps: up to and including its last filled step (0 when none is).
+
+    filled: [batch, time, 1] → [batch] (long).
+    """
+    steps = th.arange(1, filled.shape[1] + 1, device=filled.device)  # [time]
+    return (filled[..., 0].bool() * steps).amax(dim=1)  # [batch]
+
+
+class ReplayBuffer:
+    """A ring of `buffer_size` episode slots, each episode kept at its own length (see the module
+    docstring); new episodes overwrite the oldest once the ring is full.
+
+    transition_data[key][slot] is a [length, *shape] tensor (None while the slot is empty),
+    episode_data[key] a [buffer_size, *shape] tensor and lengths[slot] the slot's length.
+    Slots fill from 0 upwards, so slots 0 .. episodes_in_buffer - 1 always hold episodes.
+    """
 
     def __init__(self, scheme: dict, groups: dict, buffer_size: int, max_seq_length: int,
                  preprocess: dict | None = None, device: str = "cpu"):
-        super().__init__(scheme, groups, buffer_size, max_seq_length, preprocess=preprocess,
-                         device=device)
-        self.buffer_size = buffer_size  # == batch_size, named for readability
-        self.buffer_index = 0  # next row to write
+        # A batch of no episodes resolves the scheme (groups, preprocess outputs, "filled") into
+        # the shapes and dtypes the buffer stores.
+        layout = EpisodeBatch(scheme, groups, 0, max_seq_length, preprocess=preprocess, device=device)
+        self.scheme = layout.scheme
+        self.groups = groups
+        self.preprocess = layout.preprocess
+        self.device = device
+        self.buffer_size = buffer_size
+        self.max_seq_length = max_seq_length  # the longest episode (in stored steps) accepted
+        self.fields = _field_layout(layout)
+        self.transition_data = {key: [None] * buffer_size for key in layout.data.transition_data}
+        self.episode_data = {key: value.new_zeros((buffer_size, *value.shape[1:]))  # [buffer_size, *shape]
+                             for key, value in layout.data.episode_data.items()}
+        self.lengths = np.zeros(buffer_size, dtype=np.int64)
+        self.buffer_index = 0  # next slot to write
         self.episodes_in_buffer = 0
 
     @staticmethod
-    def bytes_needed(scheme: dict, groups: dict, buffer_size: int, max_seq_length: int,
-                     preprocess: dict | None = None) -> int:
-        """Bytes the storage of a buffer with these arguments takes: buffer_size times one episode's
-        (every field, preprocess outputs and "filled" included), found without allocating the buffer."""
-        episode = EpisodeBatch(scheme, groups, 1, max_seq_length, preprocess=preprocess)
-        stores = (episode.data.transition_data, episode.data.episode_data)
-        return buffer_size * sum(value.element_size() * value.numel() for store in stores for value in store.values())
+    def storage_bytes(scheme: dict, groups: dict, preprocess: dict | None = None) -> StorageBytes:
+        """Bytes a buffer for this scheme stores per step and per episode, found without allocating it."""
+        episode = EpisodeBatch(scheme, groups, 1, 1, preprocess=preprocess)
+        return StorageBytes(step=_nbytes(episode.data.transition_data.values()),
+                            episode=_nbytes(episode.data.episode_data.values()))
+
+    def stored_bytes(self) -> int:
+        """Bytes of tensor data the buffer holds now (stored episodes and episode-constant fields)."""
+        episodes = (episode for slots in self.transition_data.values() for episode in slots if episode is not None)
+        return _nbytes(episodes) + _nbytes(self.episode_data.values())
+
+    # --- writing ----------------------------------------------------------------------------
 
     def insert_episode_batch(self, ep_batch: EpisodeBatch) -> None:
-        space_left = self.buffer_size - self.buffer_index
-        if ep_batch.batch_size > space_left:
-            # The batch straddles the end of the ring: fill up to the end, then wrap to row 0.
-            self.insert_episode_batch(ep_batch[0:space_left, :])
-            self.insert_episode_batch(ep_batch[space_left:, :])
-            return
+        """Stores each episode of `ep_batch` (dense, as a runner writes it) in the next slot, cut
+        after its last filled step. Steps after it are dropped even if something was written there."""
+        self._check_insertable(ep_batch)
+        lengths = stored_lengths(ep_batch["filled"]).tolist()
+        # One transfer per field to the buffer's device (none when it is already there), of the kept steps.
+        kept = {key: ep_batch[key][:, :max(lengths, default=0)].to(self.device)
+                for key in self.transition_data}  # [batch, longest length, *shape]
+        for row, length in enumerate(lengths):
+            # Copies of the episode's steps only: the runner's padded batch is not referenced.
+            self._store({key: value[row, :length].clone() for key, value in kept.items()},  # [length, *shape]
+                        {key: ep_batch[key][row] for key in self.episode_data}, length)
 
-        rows = slice(self.buffer_index, self.buffer_index + ep_batch.batch_size)
-        # ep_batch carries its own "filled" mask, so copy it rather than marking all steps.
-        self.update(ep_batch.data.transition_data, rows, slice(0, ep_batch.max_seq_length),
-                    mark_filled=False)
-        self.update(ep_batch.data.episode_data, rows)
-        self.buffer_index += ep_batch.batch_size
-        self.episodes_in_buffer = max(self.episodes_in_buffer, self.buffer_index)
-        self.buffer_index %= self.buffer_size
+    def _check_insertable(self, ep_batch: EpisodeBatch) -> None:
+        batch_fields = _field_layout(ep_batch)
+        differ = sorted(key for key in batch_fields.keys() | self.fields.keys()
+                        if batch_fields.get(key) != self.fields.get(key))
+        if differ:
+            raise ValueError(f"cannot insert the episode batch: its field(s) {', '.join(differ)} are missing or "
+                             f"differ in shape or dtype from the buffer's; build both from the same scheme")
+        if ep_batch.max_seq_length > self.max_seq_length:
+            raise ValueError(f"cannot insert episodes of {ep_batch.max_seq_length} steps into a buffer "
+                             f"built for at most {self.max_seq_length}")
+
+    def _store(self, steps: dict, constants: dict, length: int) -> None:
+        slot = self.buffer_index
+        for key, value in steps.items():
+            self.transition_data[key][slot] = value
+        for key, value in constants.items():
+            self.episode_data[key][slot] = value
+        self.lengths[slot] = length
+        self.buffer_index = (slot + 1) % self.buffer_size
+        self.episodes_in_buffer = min(self.episodes_in_buffer + 1, self.buffer_size)
+
+    # --- sampling ---------------------------------------------------------------------------
 
     def can_sample(self, batch_size: int) -> bool:
         return self.episodes_in_buffer >= batch_size
 
     def sample(self, batch_size: int) -> EpisodeBatch:
-        """`batch_size` distinct episodes drawn uniformly from those stored."""
+        """`batch_size` distinct episodes drawn uniformly from those stored (all of them, in slot
+        order and without drawing random numbers, when batch_size == episodes_in_buffer)."""
         if not self.can_sample(batch_size):
             raise ValueError(f"cannot sample {batch_size} episodes: the buffer holds only "
                              f"{self.episodes_in_buffer}; check can_sample() first")
         if self.episodes_in_buffer == batch_size:
-            return self[:batch_size]
-        episode_ids = np.random.choice(self.episodes_in_buffer, batch_size, replace=False)
-        return self[episode_ids]
+            return self._gather(np.arange(batch_size))
+        return self._gather(np.random.choice(self.episodes_in_buffer, batch_size, replace=False))
+
+    def _gather(self, slots: np.ndarray) -> EpisodeBatch:
+        """The episodes in `slots` (filled ones) as a dense batch, zero-padded to the longest of them."""
+        data = _empty_data()
+        for key, stored in self.transition_data.items():
+            data.transition_data[key] = pad_sequence(
+                [stored[slot] for slot in slots], batch_first=True)  # [len(slots), max length, *shape]
+        index = th.as_tensor(slots, dtype=th.long)
+        for key, values in self.episode_data.items():
+            data.episode_data[key] = values[index]  # [len(slots), *shape]
+        return EpisodeBatch(self.scheme, self.groups, len(slots), int(self.lengths[slots].max()), data=data,
+                            preprocess=self.preprocess, device=self.device)
+
+    # --- checkpoints ------------------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        """Ring position and stored episodes, each at its length: saved, it is about as large as
+        the buffer in memory."""
+        n = self.episodes_in_buffer
+        return {"buffer_size": self.buffer_size, "buffer_index": self.buffer_index, "episodes_in_buffer": n,
+                "transition_data": {key: slots[:n] for key, slots in self.transition_data.items()},
+                "episode_data": dict(self.episode_data)}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restores state_dict() (its tensors may be mapped from a file: they are copied); a
+        ValueError, before anything changes, when it does not fit this buffer."""
+        self._check_state(state)
+        n = state["episodes_in_buffer"]
+        for key, slots in self.transition_data.items():
+            slots[:] = [episode.to(self.device, copy=True) for episode in state["transition_data"][key]]
+            slots.extend([None] * (self.buffer_size - n))
+        for key, values in self.episode_data.items():
+            values.copy_(state["episode_data"][key])
+        self.lengths[:] = [0 if episode is None else len(episode) for episode in self.transition_data["filled"]]
+        self.buffer_index, self.episodes_in_buffer = state["buffer_index"], n
+
+    def _check_state(self, state: dict) -> None:
+        if state["buffer_size"] != self.buffer_size:
+            raise ValueError(f"the saved replay buffer has buffer_size={state['buffer_size']}, this run has "
+                             f"buffer_size={self.buffer_size}")
+        unfit = self._first_unfit_field(state)
+        if unfit is not None:
+            raise ValueError(f"the saved replay buffer's '{unfit}' does not fit this run's env/config (missing, or "
+                             f"another shape, dtype or layout, e.g. saved by an older marlkit)")
+
+    def _first_unfit_field(self, state: dict) -> str | None:
+        saved_keys = state["transition_data"].keys() | state["episode_data"].keys()
+        if saved_keys != self.fields.keys():
+            return sorted(saved_keys ^ self.fields.keys())[0]
+        return next((key for key in self.fields if not self._saved_fits(state, key)), None)
+
+    def _saved_fits(self, state: dict, key: str) -> bool:
+        shape, dtype = self.fields[key]
+        if key in self.episode_data:
+            value = state["episode_data"][key]
+            return isinstance(value, th.Tensor) and value.dtype == dtype and value.shape == (self.buffer_size, *shape)
+        episodes, filled_episodes = state["transition_data"][key], state["transition_data"]["filled"]
+        return (isinstance(episodes, list) and len(episodes) == state["episodes_in_buffer"]
+                and all(isinstance(episode, th.Tensor) and episode.dtype == dtype and episode.shape[1:] == shape
+                        and len(episode) == len(filled) <= self.max_seq_length
+                        for episode, filled in zip(episodes, filled_episodes)))
 
     def __repr__(self) -> str:
         return (f"ReplayBuffer. {self.episodes_in_buffer}/{self.buffer_size} episodes. "

@@ -135,26 +135,11 @@ def set_rng_states(states: dict) -> None:
         th.cuda.set_rng_state_all(states["cuda"])
 
 
-def buffer_state(buffer) -> dict:
-    """A ReplayBuffer's storage and ring position. The tensors are saved whole (unfilled rows too):
-    saving only the filled rows would need a copy of them in memory first."""
-    return {"buffer_size": buffer.buffer_size, "buffer_index": buffer.buffer_index,
-            "episodes_in_buffer": buffer.episodes_in_buffer,
-            "transition_data": dict(buffer.data.transition_data), "episode_data": dict(buffer.data.episode_data)}
-
-
 def load_buffer_state(buffer, state: dict, folder: str) -> None:
-    n = state["episodes_in_buffer"]
-    if state["buffer_size"] != buffer.buffer_size:
-        raise CheckpointError(f"checkpoint {folder} holds a replay buffer of buffer_size={state['buffer_size']}, "
-                              f"this run has buffer_size={buffer.buffer_size}; resume with the same "
-                              f"buffer_size or with save_buffer=False")
-    for kind in ("transition_data", "episode_data"):
-        stored = getattr(buffer.data, kind)
-        for key, value in state[kind].items():
-            if key not in stored or stored[key].shape != value.shape:
-                raise CheckpointError(f"checkpoint {folder}: the saved replay buffer's '{key}' does not fit this "
-                                      f"run's env/config; resume with the same settings or save_buffer=False")
-            stored[key][:n] = value[:n]  # value is mapped from the file: only these rows are read
-    buffer.buffer_index = state["buffer_index"]
-    buffer.episodes_in_buffer = n
+    """Restore a ReplayBuffer saved with its state_dict(); one CheckpointError line naming the folder when
+    the saved buffer does not fit this run's buffer."""
+    try:
+        buffer.load_state_dict(state)
+    except ValueError as error:
+        raise CheckpointError(f"checkpoint {folder}: {error}; resume with the same settings or with "
+                              f"save_buffer=False") from None

@@ -1,9 +1,19 @@
 """One experiment: build runner, buffer, controller and learner from the config, then train or evaluate.
 
-Life of a batch while training: runner.run() plays batch_size_run episodes into an
-EpisodeBatch -> ReplayBuffer.insert_episode_batch -> (once batch_size episodes are stored)
-buffer.sample(batch_size) -> truncated to the longest filled episode -> moved to args.device
--> learner.train().
+Life of a batch while training (shapes for SMAC corridor: 6 agents, 30 actions, obs 156, state 282,
+episode_limit 400):
+  runner.run()                  -> dense EpisodeBatch of batch_size_run episodes, every field
+                                   [batch_size_run, episode_limit + 1, ...], e.g. obs [8, 401, 6, 156]
+                                   float32, actions [8, 401, 6, 1] uint8, avail_actions [8, 401, 6, 30]
+                                   bool, "filled" [8, 401, 1] bool (True for the L + 1 steps of an
+                                   episode of L env steps: its steps and the final state row)
+  buffer.insert_episode_batch() -> each episode copied into a ring slot at its own length:
+                                   obs [L + 1, 6, 156], ... (5064 bytes per step on corridor);
+                                   the dense batch is then freed
+  buffer.sample(batch_size)     -> (once batch_size episodes are stored) a dense EpisodeBatch padded
+                                   to the longest drawn episode: obs [batch_size, max L + 1, 6, 156]
+  sample[:, :max_t_filled()]    -> drops steps no drawn episode filled (none for runner episodes)
+  .to(args.device)              -> learner.train(), which casts the compact fields at use
 """
 import contextlib
 import datetime
@@ -17,8 +27,7 @@ from types import SimpleNamespace
 import psutil
 import torch as th
 
-from components.episode_buffer import ReplayBuffer
-from components.transforms import OneHot
+from components.episode_buffer import ReplayBuffer, StorageBytes
 from controllers import REGISTRY as mac_REGISTRY
 from learners import REGISTRY as le_REGISTRY
 from run import checkpoint
@@ -28,6 +37,7 @@ from utils.logging import Logger
 from utils.timehelper import time_left, time_str
 
 MEMORY_HEADROOM_BYTES = 1 << 30  # left free for everything but the replay buffer
+MIN_STORED_STEPS = 2  # an episode of one env step keeps that step and the final state row
 
 
 def run(_run, _config: dict, _log) -> None:
@@ -113,19 +123,31 @@ def run_sequential(args: SimpleNamespace, logger: Logger, resume: ResumePoint | 
         runner.close_env()
 
 
+def smallest_int_dtype(n_values: int) -> th.dtype:
+    """The smallest torch integer dtype that holds 0 .. n_values - 1 (uint8 for every SMAC map)."""
+    for dtype in (th.uint8, th.int16, th.int32):
+        if n_values - 1 <= th.iinfo(dtype).max:
+            return dtype
+    return th.int64
+
+
 def build_scheme(env_info: dict) -> tuple:
-    """Fields stored per step (scheme), the agent group and the one-hot actions added on write."""
+    """Fields stored per step (scheme), the agent group and the preprocess applied on write.
+
+    The dtypes are compact, as the buffer holds millions of steps: learners and controllers cast
+    actions, avail_actions and terminated at use and build the one-hot actions there, so the
+    preprocess is empty; it is returned for the runner and buffer, which take one.
+    """
     scheme = {
         "state": {"vshape": env_info["state_shape"]},
         "obs": {"vshape": env_info["obs_shape"], "group": "agents"},
-        "actions": {"vshape": (1,), "group": "agents", "dtype": th.long},
-        "avail_actions": {"vshape": (env_info["n_actions"],), "group": "agents", "dtype": th.int},
+        "actions": {"vshape": (1,), "group": "agents", "dtype": smallest_int_dtype(env_info["n_actions"])},
+        "avail_actions": {"vshape": (env_info["n_actions"],), "group": "agents", "dtype": th.bool},
         "reward": {"vshape": (1,)},
-        "terminated": {"vshape": (1,), "dtype": th.uint8},
+        "terminated": {"vshape": (1,), "dtype": th.bool},
     }
     groups = {"agents": env_info["n_agents"]}
-    preprocess = {"actions": ("actions_onehot", [OneHot(out_dim=env_info["n_actions"])])}
-    return scheme, groups, preprocess
+    return scheme, groups, {}
 
 
 def setup_learning(args: SimpleNamespace, runner, logger: Logger) -> tuple:
@@ -137,8 +159,8 @@ def setup_learning(args: SimpleNamespace, runner, logger: Logger) -> tuple:
     buffer_device = "cpu" if args.buffer_cpu_only else args.device
     # One extra step holds the final state and the action chosen in it.
     max_seq_length = env_info["episode_limit"] + 1
-    check_buffer_memory(args.buffer_size, ReplayBuffer.bytes_needed(scheme, groups, args.buffer_size, max_seq_length,
-                                                                     preprocess), buffer_device, logger)
+    check_buffer_memory(args.buffer_size, ReplayBuffer.storage_bytes(scheme, groups, preprocess), max_seq_length,
+                        buffer_device, logger)
     buffer = ReplayBuffer(scheme, groups, args.buffer_size, max_seq_length, preprocess=preprocess,
                           device=buffer_device)
     mac = _lookup(mac_REGISTRY, args.mac, "mac")(buffer.scheme, groups, args)
@@ -156,15 +178,29 @@ def available_memory(device: str) -> int:
     return psutil.virtual_memory().available
 
 
-def check_buffer_memory(buffer_size: int, needed: int, device: str, logger: Logger) -> None:
-    """Log the replay buffer's size and stop at once (ValueError) when it would not fit in memory."""
+def check_buffer_memory(buffer_size: int, sizes: StorageBytes, max_seq_length: int, device: str,
+                        logger: Logger) -> None:
+    """Log the replay buffer's bytes per step and its size if every episode lasted max_seq_length - 1
+    env steps; warn when that worst case would not fit in memory, and stop at once (ValueError)
+    when even episodes of one step would not.
+
+    Episodes are stored at their own length, so the real size lies between the two.
+    """
     available = available_memory(device)
-    logger.console_logger.info(f"Replay buffer: {buffer_size} episodes, {needed / 1e9:.2f} GB on {device} "
-                               f"({available / 1e9:.2f} GB available)")
-    if needed > available - MEMORY_HEADROOM_BYTES:
-        raise ValueError(f"the replay buffer needs {needed} bytes ({needed / 1e9:.2f} GB) for buffer_size="
+    free = available - MEMORY_HEADROOM_BYTES
+    worst = sizes.for_episodes(buffer_size, max_seq_length)
+    least = sizes.for_episodes(buffer_size, MIN_STORED_STEPS)
+    logger.console_logger.info(f"Replay buffer: {buffer_size} episodes, {sizes.step} bytes per stored step, at most "
+                               f"{worst / 1e9:.2f} GB on {device} ({available / 1e9:.2f} GB available)")
+    if least > free:
+        raise ValueError(f"the replay buffer needs at least {least} bytes ({least / 1e9:.2f} GB) for buffer_size="
                          f"{buffer_size} but only {available / 1e9:.2f} GB of memory is available on {device} "
                          f"(1 GB is kept free); lower buffer_size")
+    if worst > free:
+        fitting_steps = (free // buffer_size - sizes.episode) // sizes.step - 1
+        logger.console_logger.warning(f"the replay buffer may outgrow the memory: {worst / 1e9:.2f} GB if every "
+                                      f"episode reaches episode_limit={max_seq_length - 1}; {buffer_size} episodes "
+                                      f"fit on {device} while they average at most {fitting_steps} steps")
 
 
 def load_checkpoint(args: SimpleNamespace, learner, runner, logger: Logger) -> None:
@@ -288,7 +324,7 @@ class TrainingLoop:
 
     def learn(self) -> None:
         sample = self.buffer.sample(self.args.batch_size)
-        sample = sample[:, :sample.max_t_filled()]  # drop steps no sampled episode reached
+        sample = sample[:, :sample.max_t_filled()]  # drop steps no sampled episode filled
         if sample.device != self.args.device:
             sample.to(self.args.device)
         self.learner.train(sample, self.runner.t_env, self.episode)
@@ -316,7 +352,7 @@ class TrainingLoop:
         self.learner.save_models(folder)
         files = self.learner.model_files()
         if self.args.save_buffer:
-            th.save(checkpoint.buffer_state(self.buffer), os.path.join(folder, checkpoint.BUFFER_FILE))
+            th.save(self.buffer.state_dict(), os.path.join(folder, checkpoint.BUFFER_FILE))
             files.append(checkpoint.BUFFER_FILE)
         th.save(self.training_state(files), os.path.join(folder, checkpoint.TRAINING_STATE))
 
@@ -339,12 +375,15 @@ class TrainingLoop:
         self.last_test_t, self.last_log_t = state["last_test_t"], state["last_log_t"]
         self.model_save_t = state["model_save_t"]
         self.logger.restore_sacred_info(state["sacred_info"])
-        if checkpoint.BUFFER_FILE in state["files"]:
-            buffer = checkpoint.load_file(point.folder, checkpoint.BUFFER_FILE, mmap=True)
-            checkpoint.load_buffer_state(self.buffer, buffer, point.folder)
-        else:
+        if checkpoint.BUFFER_FILE not in state["files"]:
             self.logger.console_logger.warning("the checkpoint has no replay buffer (save_buffer was off): "
                                                "learning restarts once batch_size new episodes are stored")
+        elif not self.args.save_buffer:
+            self.logger.console_logger.warning("save_buffer=False: the checkpoint's replay buffer is not loaded; "
+                                               "learning restarts once batch_size new episodes are stored")
+        else:
+            buffer = checkpoint.load_file(point.folder, checkpoint.BUFFER_FILE, mmap=True)
+            checkpoint.load_buffer_state(self.buffer, buffer, point.folder)
         checkpoint.set_rng_states(state["rng"])
         self.logger.console_logger.info(f"Resumed at t_env {self.runner.t_env}, episode {self.episode}, "
                                         f"{self.buffer.episodes_in_buffer} episodes in the replay buffer")
