@@ -1,16 +1,18 @@
-"""Multi-agent controllers and the RNN agents: input construction, action choice, memory."""
+"""Multi-agent controllers and the RNN agents: input construction, action choice, memory, and
+the fused sequence pass against the step-by-step one."""
 from types import SimpleNamespace
 
 import pytest
 import torch as th
 
 from components.episode_buffer import EpisodeBatch
-from components.transforms import OneHot
 from controllers import REGISTRY as mac_REGISTRY
 from controllers.basic_controller import BasicMAC
 from controllers.n_controller import NMAC
+from learners.nq_learner import unroll_stepwise
 from modules.agents import REGISTRY as agent_REGISTRY
 from modules.agents.n_rnn_agent import NRNNAgent
+from run.run import build_scheme
 
 th.set_num_threads(1)
 
@@ -26,20 +28,19 @@ def make_args(**overrides) -> SimpleNamespace:
     return SimpleNamespace(**args)
 
 
-def make_batch() -> EpisodeBatch:
-    """A runner-like batch with random obs, actions and availability for every step."""
-    scheme = {
-        "obs": {"vshape": OBS, "group": "agents"},
-        "actions": {"vshape": (1,), "group": "agents", "dtype": th.long},
-        "avail_actions": {"vshape": (N_ACTIONS,), "group": "agents", "dtype": th.int},
-    }
-    preprocess = {"actions": ("actions_onehot", [OneHot(out_dim=N_ACTIONS)])}
-    batch = EpisodeBatch(scheme, {"agents": N_AGENTS}, BS, T, preprocess=preprocess)
-    avail = (th.rand(BS, T, N_AGENTS, N_ACTIONS) < 0.5).int()
-    avail[..., 0] = 1  # no-op always available
-    batch.update({"obs": th.randn(BS, T, N_AGENTS, OBS),
-                  "actions": th.randint(0, N_ACTIONS, (BS, T, N_AGENTS, 1)),
-                  "avail_actions": avail})
+def make_batch(lengths: tuple = (T - 1,) * BS) -> EpisodeBatch:
+    """A runner-like batch in run.build_scheme's compact dtypes (uint8 actions, bool availability)
+    with random obs, actions and availability; episode i fills lengths[i] + 1 steps, zeros after."""
+    env_info = {"state_shape": 3, "obs_shape": OBS, "n_actions": N_ACTIONS, "n_agents": N_AGENTS}
+    scheme, groups, preprocess = build_scheme(env_info)
+    batch = EpisodeBatch(scheme, groups, len(lengths), T, preprocess=preprocess)
+    for episode, length in enumerate(lengths):
+        steps = slice(0, length + 1)
+        avail = th.rand(length + 1, N_AGENTS, N_ACTIONS) < 0.5  # [steps, n_agents, n_actions]
+        avail[..., 0] = True  # no-op always available
+        batch.update({"obs": th.randn(length + 1, N_AGENTS, OBS),
+                      "actions": th.randint(0, N_ACTIONS, (length + 1, N_AGENTS, 1)),
+                      "avail_actions": avail}, bs=episode, ts=steps)
     return batch
 
 
@@ -67,7 +68,7 @@ def test_inputs_are_obs_last_action_and_agent_id(t):
     if t == 0:
         assert last_action.abs().sum() == 0  # no previous action at the first step
     else:
-        expected = th.nn.functional.one_hot(batch["actions"][:, t - 1, :, 0], N_ACTIONS).float()
+        expected = th.nn.functional.one_hot(batch["actions"][:, t - 1, :, 0].long(), N_ACTIONS).float()
         assert th.equal(last_action, expected)
     agent_id = inputs[..., OBS + N_ACTIONS:]
     assert th.equal(agent_id, th.eye(N_AGENTS).expand(BS, -1, -1))
@@ -198,5 +199,64 @@ def test_bad_config_raises_clear_errors():
     with pytest.raises(ValueError, match="unknown agent_output_type"):
         BasicMAC(batch.scheme, batch.groups, make_args(agent_output_type="probs"))
     scheme = {"obs": {"vshape": OBS, "group": "agents"}}
-    with pytest.raises(ValueError, match="actions_onehot"):
+    with pytest.raises(ValueError, match="obs_last_action needs 'actions'"):
         NMAC(scheme, batch.groups, make_args())
+
+
+# --- fused sequence pass ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("overrides", [
+    {},
+    {"use_layer_norm": True},
+    {"use_orthogonal": True, "gain": 1.0},
+    {"use_layer_norm": True, "use_orthogonal": True, "gain": 1.0},
+    {"agent": "rnn"},
+    {"obs_last_action": False},
+    {"obs_agent_id": False},
+    {"obs_last_action": False, "obs_agent_id": False},
+], ids=["plain", "layer_norm", "orthogonal", "layer_norm-orthogonal", "rnn", "no_last_action", "no_agent_id",
+        "obs_only"])
+def test_forward_sequence_matches_stepwise_forward(overrides):
+    batch = make_batch(lengths=(T - 1, 2, 4))  # episodes of different lengths, zero padding after
+    mac = NMAC(batch.scheme, batch.groups, make_args(**overrides))
+    fused = mac.forward_sequence(batch)
+    assert fused.shape == (3, T, N_AGENTS, N_ACTIONS)
+    assert th.allclose(fused, unroll_stepwise(mac, batch), rtol=0, atol=1e-5)
+    assert th.equal(mac.build_sequence_inputs(batch)[:, 3], mac._build_inputs(batch, 3))
+
+
+def test_forward_sequence_gives_policies_like_forward():
+    batch = make_batch()
+    mac = BasicMAC(batch.scheme, batch.groups, make_args(agent="rnn", agent_output_type="pi_logits"))
+    policies = mac.forward_sequence(batch)  # [BS, T, n_agents, n_actions]
+    assert th.allclose(policies, unroll_stepwise(mac, batch), rtol=0, atol=1e-6)
+    assert (policies[batch["avail_actions"] == 0] < 1e-6).all()
+
+
+def test_agent_forward_sequence_continues_from_memory_with_the_same_gradients():
+    th.manual_seed(3)
+    agent = NRNNAgent(7, make_args(use_layer_norm=True))
+    inputs = th.randn(BS, T, N_AGENTS, 7)
+    hidden = th.randn(BS, N_AGENTS, HIDDEN)
+
+    fused = agent.forward_sequence(inputs, hidden)  # [BS, T, n_agents, n_actions]
+    fused.square().sum().backward()
+    fused_grads = [p.grad.clone() for p in agent.parameters()]
+    agent.zero_grad()
+    steps, h = [], hidden
+    for t in range(T):
+        q, h = agent(inputs[:, t], h)
+        steps.append(q)
+    stepwise = th.stack(steps, dim=1)  # [BS, T, n_agents, n_actions]
+    stepwise.square().sum().backward()
+
+    assert th.allclose(fused, stepwise, rtol=0, atol=1e-5)
+    for fused_grad, param in zip(fused_grads, agent.parameters()):
+        assert th.allclose(fused_grad, param.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_agent_checkpoint_keys_stay_pymarl2s():
+    agent = NRNNAgent(7, make_args(use_layer_norm=True))
+    assert list(agent.state_dict()) == ["fc1.weight", "fc1.bias", "rnn.weight_ih", "rnn.weight_hh", "rnn.bias_ih",
+                                        "rnn.bias_hh", "fc2.weight", "fc2.bias", "layer_norm.weight",
+                                        "layer_norm.bias"]

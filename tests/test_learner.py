@@ -1,5 +1,6 @@
 """NQLearner: hand-checked stats on a table-valued controller, learning on a fixed batch with
-the real n_mac, target-network update schedule, IQL/VDN/QMIX variants and save/load."""
+the real n_mac, target-network update schedule, IQL/VDN/QMIX variants, the fused unroll against
+the step-wise one, bfloat16 training and save/load."""
 import copy
 import math
 from collections import defaultdict
@@ -10,9 +11,10 @@ import torch as th
 import torch.nn as nn
 
 from components.episode_buffer import EpisodeBatch
-from components.transforms import OneHot
 from controllers import REGISTRY as mac_REGISTRY
 from learners import REGISTRY as learner_REGISTRY
+from learners.nq_learner import UNROLLS
+from run.run import build_scheme
 
 th.set_num_threads(1)
 
@@ -57,17 +59,9 @@ def make_args(**overrides) -> SimpleNamespace:
 
 
 def make_scheme(n_agents: int, n_actions: int, state_dim: int, obs_dim: int):
-    scheme = {
-        "state": {"vshape": state_dim},
-        "obs": {"vshape": obs_dim, "group": "agents"},
-        "actions": {"vshape": (1,), "group": "agents", "dtype": th.long},
-        "avail_actions": {"vshape": (n_actions,), "group": "agents", "dtype": th.int},
-        "reward": {"vshape": (1,)},
-        "terminated": {"vshape": (1,), "dtype": th.uint8},
-    }
-    groups = {"agents": n_agents}
-    preprocess = {"actions": ("actions_onehot", [OneHot(out_dim=n_actions)])}
-    return scheme, groups, preprocess
+    """The training run's fields and compact dtypes (run.build_scheme)."""
+    return build_scheme({"n_agents": n_agents, "n_actions": n_actions, "state_shape": state_dim,
+                         "obs_shape": obs_dim})
 
 
 def make_batch(seed: int = 0) -> EpisodeBatch:
@@ -93,7 +87,7 @@ def make_learner(seed: int = 0, **overrides):
     th.manual_seed(seed)
     args = make_args(**overrides)
     scheme, groups, preprocess = make_scheme(N_AGENTS, N_ACTIONS, STATE_DIM, OBS_DIM)
-    scheme = EpisodeBatch(scheme, groups, 1, 1, preprocess=preprocess).scheme  # with actions_onehot
+    scheme = EpisodeBatch(scheme, groups, 1, 1, preprocess=preprocess).scheme  # the buffer's, with "filled"
     mac = mac_REGISTRY[args.mac](scheme, groups, args)
     logger = FakeLogger()
     return learner_REGISTRY["nq_learner"](mac, scheme, logger, args), logger
@@ -119,6 +113,12 @@ class TableMAC:
     def forward(self, batch, t, test_mode=False):
         return self.agent.q[t].expand(self.batch_size, -1, -1)  # [bs, n_agents, n_actions]
 
+    def build_sequence_inputs(self, batch):
+        return None
+
+    def forward_sequence(self, batch, inputs=None):
+        return self.agent.q.expand(batch.batch_size, -1, -1, -1)  # [bs, T, n_agents, n_actions]
+
     def parameters(self):
         return self.agent.parameters()
 
@@ -126,7 +126,8 @@ class TableMAC:
         self.agent.load_state_dict(other.agent.state_dict())
 
 
-def test_single_step_stats_by_hand():
+@pytest.mark.parametrize("train_unroll", UNROLLS)
+def test_single_step_stats_by_hand(train_unroll):
     # 2 agents, 2 actions, 3 stored steps (2 transitions), truncated episode, VDN, gamma = lambda = 0.5.
     online = [[[1.0, 2.0], [3.0, 0.0]],
               [[2.0, 5.0], [1.0, 4.0]],
@@ -134,7 +135,8 @@ def test_single_step_stats_by_hand():
     target = [[[0.0, 0.0], [0.0, 0.0]],
               [[10.0, 20.0], [30.0, 40.0]],
               [[50.0, 60.0], [70.0, 80.0]]]
-    args = make_args(n_agents=2, n_actions=2, mixer="vdn", gamma=0.5, td_lambda=0.5, optimizer="rmsprop")
+    args = make_args(n_agents=2, n_actions=2, mixer="vdn", gamma=0.5, td_lambda=0.5, optimizer="rmsprop",
+                     train_unroll=train_unroll)
     logger = FakeLogger()
     learner = learner_REGISTRY["nq_learner"](TableMAC(online), {}, logger, args)
     learner.target_mac.agent.q.data = th.tensor(target)
@@ -174,6 +176,14 @@ def losses_over_training(n_steps: int = 15, **overrides):
     return [value for _, value in logger.stats["loss_td"]], logger
 
 
+def all_params(learner) -> list:
+    """The online and the target networks' parameters."""
+    targets = list(learner.target_mac.parameters())
+    if learner.target_mixer is not None:
+        targets += list(learner.target_mixer.parameters())
+    return learner.params + targets
+
+
 @pytest.mark.parametrize("overrides", [
     {"mixer": "qmix"},
     {"mixer": "qmix", "q_lambda": True},
@@ -201,10 +211,10 @@ def test_stats_are_logged_every_learner_log_interval():
 def test_iql_targets_are_per_agent():
     learner, _ = make_learner(mixer=None)
     batch = make_batch()
-    mac_out = learner._unroll(learner.mac, batch)  # [2, T, n_agents, n_actions]
+    mac_out, target_mac_out = learner._unroll(batch)  # [2, T, n_agents, n_actions] each
     terminated = batch["terminated"][:, :-1].float()
     mask = learner._valid_step_mask(batch, terminated)
-    targets = learner._targets(batch, mac_out, batch["reward"][:, :-1], terminated, mask)
+    targets = learner._targets(batch, mac_out, target_mac_out, batch["reward"][:, :-1], terminated, mask)
     assert learner.mixer is None and learner.target_mixer is None
     assert targets.shape == (2, T - 1, N_AGENTS)
     # Episode 0 terminated at t=1: its later targets are exactly 0.
@@ -218,6 +228,51 @@ def test_valid_step_mask_drops_steps_after_termination():
     # Episode 0: transitions 0, 1 (terminal); its final observation at t=2 is filled but not a transition.
     assert mask[:, :, 0].tolist() == [[1, 1, 0, 0], [1, 1, 1, 1]]
     assert batch["filled"][0, :, 0].tolist() == [1, 1, 1, 0, 0]  # the batch itself is untouched
+
+
+# --- fused vs step-wise unroll, bfloat16 ---------------------------------------------------------
+
+def train_run(n_steps: int = 6, **overrides) -> tuple:
+    """(learner, losses, grad norms) after n_steps train calls cycling over 3 random batches, with
+    target refreshes every 2 episodes."""
+    learner, logger = make_learner(target_update_interval=2, **overrides)
+    batches = [make_batch(seed) for seed in range(3)]
+    for step in range(n_steps):
+        learner.train(batches[step % 3], t_env=step, episode_num=step)
+    return learner, [v for _, v in logger.stats["loss_td"]], [v for _, v in logger.stats["grad_norm"]]
+
+
+def all_params(learner) -> list:
+    """The online and the target networks' parameters."""
+    targets = list(learner.target_mac.parameters())
+    if learner.target_mixer is not None:
+        targets += list(learner.target_mixer.parameters())
+    return learner.params + targets
+
+
+@pytest.mark.parametrize("overrides", [
+    {"mixer": "qmix"},
+    {"mixer": "qmix", "q_lambda": True},
+    {"mixer": "vdn"},
+    {"mixer": None},
+    {"mixer": None, "q_lambda": True, "use_layer_norm": True},
+], ids=["qmix", "qmix-q_lambda", "vdn", "iql", "iql-q_lambda-layer_norm"])
+def test_fused_and_stepwise_unroll_train_alike(overrides):
+    fused, fused_losses, fused_norms = train_run(train_unroll="fused", **overrides)
+    stepwise, stepwise_losses, stepwise_norms = train_run(train_unroll="stepwise", **overrides)
+    assert fused_losses == pytest.approx(stepwise_losses, rel=1e-5)
+    assert fused_norms == pytest.approx(stepwise_norms, rel=1e-5)
+    for a, b in zip(all_params(fused), all_params(stepwise), strict=True):
+        assert th.allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_bf16_training_runs_close_to_float32():
+    _, float_losses, float_norms = train_run()
+    learner, bf16_losses, bf16_norms = train_run(train_bf16=True)
+    assert all(p.dtype == th.float32 for p in learner.params)  # autocast: the weights stay float32
+    assert bf16_losses != float_losses  # bfloat16 did run
+    assert bf16_losses == pytest.approx(float_losses, rel=0.05)
+    assert bf16_norms == pytest.approx(float_norms, rel=0.05)
 
 
 # --- target network schedule ---------------------------------------------------------------
@@ -281,3 +336,8 @@ def test_unknown_mixer_is_rejected():
 def test_unknown_optimizer_is_rejected():
     with pytest.raises(ValueError, match="unknown optimizer 'sgd'"):
         make_learner(optimizer="sgd")
+
+
+def test_unknown_train_unroll_is_rejected():
+    with pytest.raises(ValueError, match="unknown train_unroll 'loop'"):
+        make_learner(train_unroll="loop")

@@ -1,4 +1,10 @@
-"""PyMARL2's basic multi-agent controller: one agent network shared by all agents."""
+"""PyMARL2's basic multi-agent controller: one agent network shared by all agents.
+
+Two ways to run the agent network over a batch:
+  forward(batch, t)        one step, carrying the memory in hidden_states (the runner acts with it)
+  forward_sequence(batch)  every stored step at once from fresh memory (the learner trains with it)
+Both give the same outputs; the agent inputs of each step are [obs_t, one-hot a_{t-1}, one-hot id].
+"""
 import os
 from types import SimpleNamespace
 
@@ -19,10 +25,14 @@ class BasicMAC:
     """Parameters are shared between agents; each agent's input is its observation, optionally
     its previous action (one-hot, zeros at t=0) and its id (one-hot), so the shared network can
     still behave differently per agent. Holds the recurrent memory of the episodes being run.
+
+    The previous action is one-hot encoded here from batch["actions"] (stored as a small integer
+    type), so the replay buffer need not keep a one-hot copy of every action.
     """
 
     def __init__(self, scheme: dict, groups: dict, args: SimpleNamespace):
         self.n_agents = args.n_agents
+        self.n_actions = args.n_actions
         self.args = args
         self.agent_output_type = getattr(args, "agent_output_type", "q")
         if self.agent_output_type not in OUTPUT_TYPES:
@@ -34,6 +44,7 @@ class BasicMAC:
                              f"known: {', '.join(sorted(action_REGISTRY))}")
         self.action_selector = action_REGISTRY[args.action_selector](args)
         self.hidden_states = None  # [bs, n_agents, hidden] once init_hidden is called
+        self._agent_id_eye = th.eye(self.n_agents)  # [n_agents, n_agents], moved to the batch's device on use
 
     def select_actions(self, ep_batch: EpisodeBatch, t_ep: int, t_env: int,
                        bs: slice | list = slice(None), test_mode: bool = False) -> th.Tensor:
@@ -49,19 +60,28 @@ class BasicMAC:
 
         With agent_output_type "pi_logits" the outputs are turned into policies by a softmax in
         which unavailable actions get logit -1e5 (unless args.mask_before_softmax is False)."""
-        agent_outs = self._run_agent(ep_batch, t, test_mode)  # [bs, n_agents, n_actions]
-        if self.agent_output_type == "pi_logits":
-            if getattr(self.args, "mask_before_softmax", True):
-                avail_actions = ep_batch["avail_actions"][:, t]  # [bs, n_agents, n_actions]
-                agent_outs = agent_outs.masked_fill(avail_actions == 0, -1e5)
-            agent_outs = th.softmax(agent_outs, dim=-1)
-        return agent_outs
-
-    def _run_agent(self, ep_batch: EpisodeBatch, t: int, test_mode: bool) -> th.Tensor:
         self.agent.train(not test_mode)
         agent_inputs = self._build_inputs(ep_batch, t)  # [bs, n_agents, input]
-        agent_outs, self.hidden_states = self.agent(agent_inputs, self.hidden_states)
-        return agent_outs.view(ep_batch.batch_size, self.n_agents, -1)  # [bs, n_agents, n_actions]
+        agent_outs, self.hidden_states = self.agent(agent_inputs, self.hidden_states)  # [bs, n_agents, n_actions]
+        return self._outputs(agent_outs, ep_batch["avail_actions"][:, t])
+
+    def forward_sequence(self, ep_batch: EpisodeBatch, inputs: th.Tensor | None = None) -> th.Tensor:
+        """Agent outputs [bs, T, n_agents, n_actions] for all T stored steps, from fresh (zero)
+        memory, in one fused pass; the same values as init_hidden and forward at t = 0 .. T-1.
+        hidden_states is left alone. `inputs` [bs, T, n_agents, input] from build_sequence_inputs
+        may be given to share them between networks (the learner's online and target controllers)."""
+        if inputs is None:
+            inputs = self.build_sequence_inputs(ep_batch)  # [bs, T, n_agents, input]
+        agent_outs = self.agent.forward_sequence(inputs)  # [bs, T, n_agents, n_actions]
+        return self._outputs(agent_outs, ep_batch["avail_actions"])
+
+    def _outputs(self, agent_outs: th.Tensor, avail_actions: th.Tensor) -> th.Tensor:
+        """Policies from raw agent outputs (pi_logits), else the outputs unchanged; any leading dims."""
+        if self.agent_output_type != "pi_logits":
+            return agent_outs
+        if getattr(self.args, "mask_before_softmax", True):
+            agent_outs = agent_outs.masked_fill(avail_actions == 0, -1e5)
+        return th.softmax(agent_outs, dim=-1)
 
     def init_hidden(self, batch_size: int) -> None:
         """Resets the memory to zeros for `batch_size` new episodes."""
@@ -92,25 +112,48 @@ class BasicMAC:
         return agent_REGISTRY[self.args.agent](input_shape, self.args)
 
     def _build_inputs(self, batch: EpisodeBatch, t: int) -> th.Tensor:
-        """Concatenates, per agent: obs_t, one-hot action at t-1, one-hot agent id."""
-        bs = batch.batch_size
-        inputs = [batch["obs"][:, t]]  # [bs, n_agents, obs]
+        """The agent inputs of step t: [bs, n_agents, input]."""
+        return self._inputs_of_steps(batch, t, t + 1).squeeze(1)  # [bs, n_agents, input]
+
+    def build_sequence_inputs(self, batch: EpisodeBatch) -> th.Tensor:
+        """The agent inputs of every stored step: [bs, T, n_agents, input]."""
+        return self._inputs_of_steps(batch, 0, batch.max_seq_length)
+
+    def _inputs_of_steps(self, batch: EpisodeBatch, start: int, stop: int) -> th.Tensor:
+        """Concatenates, per agent and step in [start, stop): obs_t, one-hot a_{t-1}, one-hot agent id."""
+        bs, steps = batch.batch_size, stop - start
+        obs = batch["obs"][:, start:stop]  # [bs, steps, n_agents, *obs_shape]
+        inputs = [obs.reshape(bs, steps, self.n_agents, -1)]  # [bs, steps, n_agents, obs]
         if self.args.obs_last_action:
-            last_actions = batch["actions_onehot"][:, t - 1] if t > 0 else \
-                th.zeros_like(batch["actions_onehot"][:, t])  # [bs, n_agents, n_actions]
-            inputs.append(last_actions)
+            inputs.append(self._last_actions_onehot(batch, start, stop, obs.dtype))
         if self.args.obs_agent_id:
-            agent_ids = th.eye(self.n_agents, device=batch.device)  # [n_agents, n_agents]
-            inputs.append(agent_ids.unsqueeze(0).expand(bs, -1, -1))  # [bs, n_agents, n_agents]
-        return th.cat([x.reshape(bs, self.n_agents, -1) for x in inputs], dim=-1)  # [bs, n_agents, input]
+            agent_ids = self._agent_ids(obs.device)  # [n_agents, n_agents]
+            inputs.append(agent_ids.expand(bs, steps, -1, -1))  # [bs, steps, n_agents, n_agents]
+        return th.cat(inputs, dim=-1)  # [bs, steps, n_agents, input]
+
+    def _last_actions_onehot(self, batch: EpisodeBatch, start: int, stop: int, dtype: th.dtype) -> th.Tensor:
+        """One-hot previous actions [bs, stop - start, n_agents, n_actions]; zeros at t = 0."""
+        onehot = th.zeros(batch.batch_size, stop - start, self.n_agents, self.n_actions, dtype=dtype,
+                          device=batch["obs"].device)  # [bs, steps, n_agents, n_actions]
+        first = max(start, 1)  # the first step in range that has a previous action
+        if first < stop:
+            previous = batch["actions"][:, first - 1:stop - 1].long()  # [bs, stop - first, n_agents, 1]
+            onehot[:, first - start:].scatter_(-1, previous, 1)
+        return onehot
+
+    def _agent_ids(self, device: th.device) -> th.Tensor:
+        """The one-hot agent ids [n_agents, n_agents] on `device`, built once per device."""
+        if self._agent_id_eye.device != device:
+            self._agent_id_eye = th.eye(self.n_agents, device=device)
+        return self._agent_id_eye
 
     def _get_input_shape(self, scheme: dict) -> int:
         input_shape = _vshape_size(scheme["obs"]["vshape"])
         if self.args.obs_last_action:
-            if "actions_onehot" not in scheme:
-                raise ValueError("obs_last_action needs 'actions_onehot' in the scheme; pass the "
-                                 "buffer's scheme (built with the actions OneHot preprocess)")
-            input_shape += _vshape_size(scheme["actions_onehot"]["vshape"])
+            if "actions" not in scheme:
+                raise ValueError("obs_last_action needs 'actions' in the scheme: the controller one-hot "
+                                 "encodes each agent's previous action from it")
+            input_shape += self.n_actions
         if self.args.obs_agent_id:
             input_shape += self.n_agents
         return input_shape

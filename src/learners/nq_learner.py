@@ -1,14 +1,27 @@
 """PyMARL2's NQLearner: (double) Q-learning with TD(lambda) targets for QMIX, VDN and IQL.
 
-Life of a batch in ``train`` (T = batch.max_seq_length, the last step only bootstraps):
-  batch fields          -> rewards/terminated/mask [bs, T-1, 1], actions [bs, T-1, n_agents, 1]
-  online mac unroll     -> mac_out [bs, T, n_agents, n_actions]
-  chosen actions        -> chosen_action_qvals [bs, T-1, n_agents]
-  target mac unroll     -> target_mac_out [bs, T, n_agents, n_actions]
-  double-Q evaluation   -> target_max_qvals [bs, T, n_agents]
-  mixer (if any)        -> Q_tot [bs, T-1, 1] and target Q_tot [bs, T, 1]
-  lambda returns        -> targets [bs, T-1, k], k = 1 with a mixer, n_agents without
-  masked squared error  -> scalar loss
+Life of a batch in ``train`` (T = batch.max_seq_length, the last step only bootstraps; e.g. SMAC
+corridor with qmix.yaml: bs 128, n_agents 6, n_actions 30, obs 156, input 192, hidden 64):
+  batch fields            -> rewards/terminated/mask [bs, T-1, 1], actions [bs, T-1, n_agents, 1] (as long)
+  agent inputs, once      -> [obs_t, one-hot a_{t-1} (zeros at t=0), one-hot id] [bs, T, n_agents, input],
+                             shared by the online and the target controller (mac.build_sequence_inputs)
+  each controller's fused pass (agent.forward_sequence; the online one with gradients, the target one without):
+    fc1 + ReLU, all steps -> [bs, T, n_agents, hidden], time-major [T, bs*n_agents, hidden]
+    GRUCell over t        -> memory after each step [T, bs*n_agents, hidden]
+    (LayerNorm,) fc2      -> mac_out, target_mac_out [bs, T, n_agents, n_actions]
+  chosen actions          -> chosen_action_qvals [bs, T-1, n_agents]
+  double-Q evaluation     -> target_max_qvals [bs, T, n_agents]
+  mixer (if any)          -> Q_tot [bs, T-1, 1] and target Q_tot [bs, T, 1]
+  lambda returns          -> targets [bs, T-1, k], k = 1 with a mixer, n_agents without
+  masked squared error    -> scalar loss
+
+train_unroll "stepwise" runs mac.forward once per step instead, as the runner does while acting:
+the straightforward reference the fused pass is tested against (same values up to float rounding).
+train_bf16 runs the networks under bfloat16 autocast; Q-values, targets and loss stay float32.
+Speed (bench/bench_train_step.py, corridor shapes, 2-core AMD EPYC): in float32 the fused and the
+step-wise pass take the same time, the step being bound by matmul arithmetic either way; the fused
+pass has fewer, larger operations (fewer thread barriers, fewer kernel launches on a GPU), and
+bfloat16 makes it about 1.9x faster than step-wise float32.
 """
 import copy
 import os
@@ -23,6 +36,7 @@ from modules.mixers import REGISTRY as mixer_REGISTRY
 from utils.rl_utils import build_q_lambda_targets, build_td_lambda_targets
 
 OPTIMISERS = ("adam", "rmsprop")
+UNROLLS = ("fused", "stepwise")  # train_unroll: how the controllers run over the batch's episodes
 TARGET_DIR = "target"  # sub-folder of a checkpoint with the target networks
 
 
@@ -34,6 +48,13 @@ def _check_finite(what: str, value: th.Tensor, t_env: int) -> None:
     if not th.isfinite(value).all():
         raise NonFiniteLoss(f"the {what} became {value.item()} at t_env {t_env}: training stopped, the networks "
                             f"were not updated; try a smaller lr, grad_norm_clip or reward scale")
+
+
+def unroll_stepwise(mac, batch: EpisodeBatch) -> th.Tensor:
+    """The reference unroll: ``mac.forward`` once per step from fresh memory, as the runner acts;
+    [bs, T, n_agents, n_actions]."""
+    mac.init_hidden(batch.batch_size)
+    return th.stack([mac.forward(batch, t=t) for t in range(batch.max_seq_length)], dim=1)
 
 
 class NQLearner:
@@ -53,6 +74,10 @@ class NQLearner:
 
         # A deep copy duplicates the action selector too, but works for any controller.
         self.target_mac = copy.deepcopy(mac)
+        self.unroll = getattr(args, "train_unroll", "fused")
+        if self.unroll not in UNROLLS:
+            raise ValueError(f"unknown train_unroll '{self.unroll}'; use one of: {', '.join(UNROLLS)}")
+        self.bf16 = getattr(args, "train_bf16", False)
         self.last_target_update_episode = 0
         self.log_stats_t = -args.learner_log_interval - 1
 
@@ -76,19 +101,20 @@ class NQLearner:
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int) -> None:
         """One gradient step on ``batch``; refresh the targets every target_update_interval episodes."""
         rewards = batch["reward"][:, :-1]  # [bs, T-1, 1]
-        actions = batch["actions"][:, :-1]  # [bs, T-1, n_agents, 1]
+        actions = batch["actions"][:, :-1].long()  # [bs, T-1, n_agents, 1]
         terminated = batch["terminated"][:, :-1].float()  # [bs, T-1, 1]
         mask = self._valid_step_mask(batch, terminated)  # [bs, T-1, 1]
 
         self.mac.agent.train()
-        mac_out = self._unroll(self.mac, batch)  # [bs, T, n_agents, n_actions]
+        self.target_mac.agent.train()
+        mac_out, target_mac_out = self._unroll(batch)  # [bs, T, n_agents, n_actions] each
         chosen_action_qvals = th.gather(mac_out[:, :-1], dim=3, index=actions).squeeze(3)  # [bs, T-1, n_agents]
 
         with th.no_grad():
-            targets = self._targets(batch, mac_out, rewards, terminated, mask)  # [bs, T-1, k]
+            targets = self._targets(batch, mac_out, target_mac_out, rewards, terminated, mask)  # [bs, T-1, k]
 
         if self.mixer is not None:
-            chosen_action_qvals = self.mixer(chosen_action_qvals, batch["state"][:, :-1])  # [bs, T-1, 1]
+            chosen_action_qvals = self._mix(self.mixer, chosen_action_qvals, batch["state"][:, :-1])  # [bs, T-1, 1]
 
         td_error = chosen_action_qvals - targets  # [bs, T-1, k]
         mask = mask.expand_as(td_error)  # [bs, T-1, k]
@@ -117,26 +143,42 @@ class NQLearner:
         after_terminal = th.cat([th.zeros_like(terminated[:, :1]), terminated[:, :-1]], dim=1)  # [bs, T-1, 1]
         return filled * (1 - after_terminal)
 
-    @staticmethod
-    def _unroll(mac, batch: EpisodeBatch) -> th.Tensor:
-        """Run ``mac`` over the whole episode from a fresh hidden state: [bs, T, n_agents, n_actions]."""
-        mac.init_hidden(batch.batch_size)
-        return th.stack([mac.forward(batch, t=t) for t in range(batch.max_seq_length)], dim=1)
+    def _unroll(self, batch: EpisodeBatch) -> tuple[th.Tensor, th.Tensor]:
+        """Q-values of the online controller (with gradients) and of the target controller (without)
+        over the whole episodes from fresh memory: two [bs, T, n_agents, n_actions], in float32."""
+        with self._autocast(batch):
+            if self.unroll == "stepwise":
+                mac_out = unroll_stepwise(self.mac, batch)
+                with th.no_grad():
+                    target_mac_out = unroll_stepwise(self.target_mac, batch)
+            else:
+                inputs = self.mac.build_sequence_inputs(batch)  # [bs, T, n_agents, input], shared
+                mac_out = self.mac.forward_sequence(batch, inputs)
+                with th.no_grad():
+                    target_mac_out = self.target_mac.forward_sequence(batch, inputs)
+        return mac_out.float(), target_mac_out.float()
 
-    def _targets(self, batch: EpisodeBatch, mac_out: th.Tensor, rewards: th.Tensor,
+    def _mix(self, mixer: th.nn.Module, agent_qs: th.Tensor, states: th.Tensor) -> th.Tensor:
+        """[bs, T, n_agents] -> Q_tot [bs, T, 1] in float32."""
+        with self._autocast(states):
+            return mixer(agent_qs, states).float()
+
+    def _autocast(self, on: EpisodeBatch | th.Tensor):
+        """bfloat16 autocast on the device of `on` when train_bf16 is set (networks only: the
+        targets and the loss stay in float32), else a no-op context."""
+        return th.autocast(device_type=th.device(on.device).type, dtype=th.bfloat16, enabled=self.bf16)
+
+    def _targets(self, batch: EpisodeBatch, mac_out: th.Tensor, target_mac_out: th.Tensor, rewards: th.Tensor,
                  terminated: th.Tensor, mask: th.Tensor) -> th.Tensor:
         """Double-Q lambda-returns: online argmax over available actions, valued by the target nets."""
-        self.target_mac.agent.train()
-        target_mac_out = self._unroll(self.target_mac, batch)  # [bs, T, n_agents, n_actions]
-
-        online_qs = mac_out.detach().clone()  # [bs, T, n_agents, n_actions]
-        online_qs[batch["avail_actions"] == 0] = -float("inf")
+        unavailable = batch["avail_actions"] == 0  # [bs, T, n_agents, n_actions]
+        online_qs = mac_out.detach().masked_fill(unavailable, -float("inf"))  # [bs, T, n_agents, n_actions]
         greedy_actions = online_qs.max(dim=3, keepdim=True)[1]  # [bs, T, n_agents, 1]
         target_max_qvals = th.gather(target_mac_out, 3, greedy_actions).squeeze(3)  # [bs, T, n_agents]
         target_max_qvals = self._mix_target(target_max_qvals, batch)  # [bs, T, k]
 
         if getattr(self.args, "q_lambda", False):
-            taken_qvals = th.gather(target_mac_out, 3, batch["actions"]).squeeze(3)  # [bs, T, n_agents]
+            taken_qvals = th.gather(target_mac_out, 3, batch["actions"].long()).squeeze(3)  # [bs, T, n_agents]
             taken_qvals = self._mix_target(taken_qvals, batch)  # [bs, T, k]
             return build_q_lambda_targets(rewards, terminated, mask, target_max_qvals, taken_qvals,
                                           self.args.gamma, self.args.td_lambda)
@@ -147,7 +189,7 @@ class NQLearner:
         """[bs, T, n_agents] -> [bs, T, 1] through the target mixer; unchanged without a mixer."""
         if self.target_mixer is None:
             return agent_qs
-        return self.target_mixer(agent_qs, batch["state"])
+        return self._mix(self.target_mixer, agent_qs, batch["state"])
 
     def _log_stats(self, t_env: int, loss: th.Tensor, grad_norm: th.Tensor, masked_td_error: th.Tensor,
                    chosen_action_qvals: th.Tensor, targets: th.Tensor, mask: th.Tensor) -> None:

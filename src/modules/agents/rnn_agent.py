@@ -1,4 +1,9 @@
-"""Recurrent agent: fc → ReLU → GRUCell → fc, giving Q-values from one step's inputs and memory."""
+"""Recurrent agent: fc → ReLU → GRUCell → fc, giving Q-values from one step's inputs and memory.
+
+forward runs one step (acting); forward_sequence runs whole episodes (training) with the same
+weights and math: the layers without memory (fc1, fc2) see all steps in one matmul each, and only
+the GRU's recurrence steps through time.
+"""
 from types import SimpleNamespace
 
 import torch as th
@@ -30,6 +35,30 @@ class RNNAgent(nn.Module):
         h = self.rnn(x, hidden_state)  # [bs*n_agents, hidden]
         q = self.fc2(self._q_features(h))  # [bs*n_agents, n_actions]
         return q.view(*leading, -1), h.view(*leading, -1)
+
+    def forward_sequence(self, inputs: th.Tensor, hidden_state: th.Tensor | None = None) -> th.Tensor:
+        """inputs [bs, T, n_agents, input], hidden_state [bs, n_agents, hidden] before step 0
+        (None = zeros) → q [bs, T, n_agents, n_actions]: what T calls of forward would give."""
+        bs, steps, n_agents, _ = inputs.shape
+        x = F.relu(self.fc1(inputs))  # [bs, T, n_agents, hidden]
+        x = x.transpose(0, 1).reshape(steps, bs * n_agents, self.hidden_dim)  # [T, bs*n_agents, hidden]
+        if hidden_state is not None:
+            hidden_state = hidden_state.reshape(bs * n_agents, self.hidden_dim)  # [bs*n_agents, hidden]
+        h = self._recur(x, hidden_state)  # [T, bs*n_agents, hidden]
+        q = self.fc2(self._q_features(h))  # [T, bs*n_agents, n_actions]
+        return q.view(steps, bs, n_agents, -1).transpose(0, 1)  # [bs, T, n_agents, n_actions]
+
+    def _recur(self, x: th.Tensor, hidden_state: th.Tensor | None) -> th.Tensor:
+        """The GRU memory after each step: x [T, rows, hidden] → [T, rows, hidden].
+
+        The GRUCell itself, step by step, measured fastest on CPU for forward + backward: torch's
+        sequence GRU kernel fed the cell's weights and a hand-written loop over batched input
+        projections were 10-20% slower (their [T, rows, 3*hidden] gate tensors leave the cache)."""
+        outputs = []
+        for x_t in x.unbind(0):  # unbind, not x[t]: its backward stacks instead of summing T zero-padded grads
+            hidden_state = self.rnn(x_t, hidden_state)  # [rows, hidden]
+            outputs.append(hidden_state)
+        return th.stack(outputs)  # [T, rows, hidden]
 
     def _q_features(self, h: th.Tensor) -> th.Tensor:
         """What the output layer sees of the new memory; subclasses may normalise it."""
