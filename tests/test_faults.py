@@ -31,7 +31,7 @@ def envs_registered(monkeypatch):
 
 
 def faulty_args(timeout_s: float = 60, max_failures: int = 3, **env_args):
-    args = make_args("parallel", BASE_SEED, N_PARALLEL, **env_args)
+    args = make_args("parallel", BASE_SEED, N_PARALLEL, env_processes="workers", **env_args)
     args.env = "faulty" if env_args else "countdown"
     args.env_worker_timeout = timeout_s
     args.env_worker_max_failures = max_failures
@@ -49,7 +49,7 @@ class KillingMAC(HighestAvailableMAC):
 
     def select_actions(self, ep_batch, t_ep, t_env, bs=slice(None), test_mode=False):
         if t_ep == self.at_step and self.killed_pid is None:
-            self.killed_pid = self.runner.workers[self.victim].pid
+            self.killed_pid = self.runner.envs.workers[self.victim].pid
             os.kill(self.killed_pid, signal.SIGKILL)
         return super().select_actions(ep_batch, t_ep, t_env, bs, test_mode)
 
@@ -73,26 +73,26 @@ def test_killed_worker_is_restarted_and_the_batch_replayed():
         assert runner.env_seeds == [BASE_SEED, new_seed]
         assert_full_batch(batch, runner.env_seeds)
         assert not psutil.pid_exists(mac.killed_pid) or psutil.Process(mac.killed_pid).status() == "zombie"
-        assert runner.workers[1].pid != mac.killed_pid and runner.workers[1].is_alive()
-        assert runner.restarts == 1
+        assert runner.envs.workers[1].pid != mac.killed_pid and runner.envs.workers[1].is_alive()
+        assert runner.envs.restarts == 1
         assert logger.stats["env_worker_restarts"] == [(0, 1)]
         # Only the finished batch counts: t_env holds its episodes, not the dropped ones.
         assert runner.t_env == sum(min(intended_length(s), EPISODE_LIMIT) for s in runner.env_seeds)
         runner.run(test_mode=False)  # the restarted worker keeps serving
-        assert runner.restarts == 1
+        assert runner.envs.restarts == 1
     finally:
         runner.close_env()
 
 
 def test_hanging_worker_is_killed_after_the_timeout():
     runner = make_runner(faulty_args(timeout_s=2, fault="hang", fault_step=2, fault_seeds=[BASE_SEED + 1]))
-    hung_pid = runner.workers[1].pid
+    hung_pid = runner.envs.workers[1].pid
     try:
         start = time.monotonic()
         batch = runner.run(test_mode=False)
         elapsed = time.monotonic() - start
         assert 2 <= elapsed < 20
-        assert runner.restarts == 1
+        assert runner.envs.restarts == 1
         assert runner.env_seeds[1] == BASE_SEED + 1 + N_PARALLEL
         assert_full_batch(batch, runner.env_seeds)
         assert not psutil.pid_exists(hung_pid) or psutil.Process(hung_pid).status() == "zombie"
@@ -108,23 +108,26 @@ def test_workers_that_keep_failing_stop_the_run():
         with pytest.raises(EnvWorkerError, match=r"env worker 0 exited unexpectedly \(exit code 3\); 2 env worker "
                                                  r"failures in a row \(env_worker_max_failures=2\): stopping"):
             runner.run(test_mode=False)
-        assert runner.restarts == 1
+        assert runner.envs.restarts == 1
     finally:
         runner.close_env()
-    assert runner.workers == []
+    assert runner.envs.workers == []
 
 
-@pytest.mark.parametrize("runner_name, fault, message", [
-    ("parallel", "nan_reward", r"env 'faulty' \(env 1, seed 5\) returned nan in its reward at episode step 2"),
-    ("episode", "inf_obs", r"env 'faulty' \(env 0, seed 4\) returned inf in its obs at episode step 2"),
+@pytest.mark.parametrize("runner_name, env_processes, fault, message", [
+    ("parallel", "workers", "nan_reward", r"\(env 1, seed 5\) returned nan in its reward at episode step 2"),
+    ("parallel", "main", "nan_reward", r"\(env 1, seed 5\) returned nan in its reward at episode step 2"),
+    ("parallel", "main", "inf_obs", r"\(env 1, seed 5\) returned inf in its obs at episode step 2"),
+    ("episode", "main", "inf_obs", r"\(env 0, seed 4\) returned inf in its obs at episode step 2"),
 ])
-def test_non_finite_env_output_is_named(runner_name, fault, message):
+def test_non_finite_env_output_is_named(runner_name, env_processes, fault, message):
     n_envs = N_PARALLEL if runner_name == "parallel" else 1
-    args = make_args(runner_name, BASE_SEED, n_envs, fault=fault, fault_step=2, fault_seeds=[BASE_SEED + n_envs - 1])
+    args = make_args(runner_name, BASE_SEED, n_envs, env_processes=env_processes, fault=fault, fault_step=2,
+                     fault_seeds=[BASE_SEED + n_envs - 1])
     args.env = "faulty"
     runner = make_runner(args)
     try:
-        with pytest.raises(NonFiniteEnvOutput, match=message):
+        with pytest.raises(NonFiniteEnvOutput, match="env 'faulty' " + message):
             runner.run(test_mode=False)
     finally:
         runner.close_env()
@@ -141,7 +144,7 @@ from runners.parallel_runner import ParallelRunner
 args = SimpleNamespace(env="countdown", env_args={{"seed": 0}}, batch_size_run=2, test_nepisode=2,
                        runner_log_interval=1000, device="cpu")
 runner = ParallelRunner(args, None)
-print(" ".join(str(w.pid) for w in runner.workers), flush=True)
+print(" ".join(str(w.pid) for w in runner.envs.workers), flush=True)
 time.sleep(600)
 """
 
@@ -169,14 +172,16 @@ def test_workers_exit_when_the_parent_is_killed():
         proc.kill()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_signal_stops_training_saves_and_leaves_no_process(tmp_path, sig):
+@pytest.mark.parametrize("sig, env_processes", [(signal.SIGINT, "workers"), (signal.SIGTERM, "workers"),
+                                                 (signal.SIGINT, "main")])
+def test_signal_stops_training_saves_and_leaves_no_process(tmp_path, sig, env_processes):
     """A long run is stopped by a signal within seconds: final checkpoint, INTERRUPTED, no child left."""
     log_path = tmp_path / "stderr.txt"
     argv = [sys.executable, MAIN, "--config=qmix", "--env-config=one_step_matrix_game", "with",
-            f"local_results_path={tmp_path}", "batch_size_run=2", "t_max=10000000", "test_interval=100000",
-            "log_interval=100000", "save_model=True", "save_model_interval=100000000", "use_cuda=False",
-            "rnn_hidden_dim=8", "mixing_embed_dim=8", "hypernet_embed=8", "buffer_size=8", "batch_size=4"]
+            f"local_results_path={tmp_path}", "batch_size_run=2", f"env_processes={env_processes}", "t_max=10000000",
+            "test_interval=100000", "log_interval=100000", "save_model=True", "save_model_interval=100000000",
+            "use_cuda=False", "rnn_hidden_dim=8", "mixing_embed_dim=8", "hypernet_embed=8", "buffer_size=8",
+            "batch_size=4"]
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     with open(log_path, "w") as log:
         proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -186,7 +191,10 @@ def test_signal_stops_training_saves_and_leaves_no_process(tmp_path, sig):
             time.sleep(0.2)
         time.sleep(1.0)
         children = [child.pid for child in psutil.Process(proc.pid).children(recursive=True)]
-        assert len(children) >= 2  # the forkserver and the two env workers
+        if env_processes == "workers":
+            assert len(children) >= 2  # the forkserver and the two env workers
+        else:
+            assert children == []  # the envs run in the training process
         start = time.monotonic()
         proc.send_signal(sig)
         assert proc.wait(timeout=30) == 128 + sig

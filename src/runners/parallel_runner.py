@@ -1,16 +1,24 @@
-"""Runs batch_size_run envs in worker processes, one episode each per `run` call (PyMARL2's ParallelRunner).
+"""Runs batch_size_run envs, one episode each per `run` call (PyMARL2's ParallelRunner), either
+in the runner's own process or in one worker process per env (config key env_processes).
 
-Each worker owns one env and answers commands sent through a multiprocessing Pipe:
-(command, data) -> ("ok", result) or ("error", traceback). Workers are started with the
+In-process (env_processes=main) the envs are stepped one after the other in a plain loop.
+PyMARL2 always uses workers, but a worker costs a Pipe message each way per env step
+(pickling, a wake-up and two process switches): 0.09-0.16 ms per env step on 2 cores, 15-25x
+the null env's whole step and about half a built-in SMAC 3m step. Workers only pay when an env
+step costs much more than that and there are cores to run the envs side by side, or when the
+env needs isolation: a game process that may crash or hang (real StarCraft II).
+
+In worker mode each worker owns one env and answers commands sent through a multiprocessing
+Pipe: (command, data) -> ("ok", result) or ("error", traceback). Workers are started with the
 "forkserver" method (fork is unsafe once torch threads exist): the server process imports
 this module once and forks every worker from it, which is much cheaper than "spawn".
 
-Faults: the parent never waits on a Pipe for longer than env_worker_timeout seconds. A worker
-that died or stopped answering is killed (with any process it started, e.g. a game) and started
-again with a fresh seed, and the unfinished episode batch is played again from the start; after
-env_worker_max_failures such failures in a row the run stops. An env that raises an exception is
-a bug, not a fault: its traceback is raised in the parent at once. Workers exit by themselves
-when the parent process dies.
+Faults (workers only): the parent never waits on a Pipe for longer than env_worker_timeout
+seconds. A worker that died or stopped answering is killed (with any process it started, e.g. a
+game) and started again with a fresh seed, and the unfinished episode batch is played again
+from the start; after env_worker_max_failures such failures in a row the run stops. An env that
+raises an exception is a bug, not a fault: its traceback is raised in the parent at once.
+Workers exit by themselves when the parent process dies.
 """
 import ctypes
 import multiprocessing as mp
@@ -21,11 +29,13 @@ import time
 import traceback
 from typing import Any, Callable
 
+import numpy as np
 import psutil
 import torch as th
 
 from components.episode_buffer import EpisodeBatch
-from runners.runner_base import BatchRunner, env_factory, env_seed, observe, step_env
+from envs.starcraft.backend import select_backend
+from runners.runner_base import BatchRunner, InProcessEnvs, env_factory, env_seed, env_seeds, reset_env, step_env
 
 _START_METHOD = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
 _CLOSE_TIMEOUT_S = 5
@@ -37,14 +47,48 @@ DEFAULT_MAX_FAILURES = 3
 _START_TIMEOUT_S = 60.0
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
+ENV_PROCESSES = ("auto", "main", "workers")
+# Envs whose step costs microseconds, that draw from their own seeded generators only and start
+# no other process: env_processes=auto steps them in the main process.
+IN_PROCESS_ENVS = ("null", "one_step_matrix_game", "stag_hunt")
+# SMAC on the built-in simulator runs in the main process up to this many usable cores: on 2 cores
+# it collected 1.1-1.8x faster than workers on 3m, 0.94-1.9x on corridor and 1.1-1.7x on
+# 27m_vs_30m, the more so the busier the machine (bench/bench_runner.py). With more cores the
+# workers step the envs side by side, so auto keeps PyMARL2's workers there.
+BUILTIN_SMAC_MAX_CORES = 2
 
-def _reset(env, _data) -> dict:
-    env.reset()
-    return observe(env)
+
+def uses_workers(args) -> bool:
+    """Whether the parallel runner steps its envs in worker processes (see env_processes in default.yaml)."""
+    mode = getattr(args, "env_processes", "auto")
+    if mode not in ENV_PROCESSES:
+        raise ValueError(f"env_processes={mode!r} is not one of {', '.join(ENV_PROCESSES)}: main steps the envs "
+                         f"in the training process, workers in one process per env, auto picks by env")
+    replays = getattr(args, "save_replay", False) and args.batch_size_run > 1
+    if mode == "main" and replays:
+        raise ValueError("save_replay=True with env_processes=main and batch_size_run > 1: the envs of one "
+                         "process would write their replays to the same file; use env_processes=workers")
+    if mode != "auto":
+        return mode == "workers"
+    return replays or not _cheap_env(args.env, args.env_args)
+
+
+def _cheap_env(env_name: str, env_args: dict) -> bool:
+    """Measured to run faster in the main process: the small envs, and SMAC on the built-in simulator
+    on a machine with few cores."""
+    if env_name == "sc2":
+        backend = select_backend(env_args.get("backend", "auto"), env_args.get("map_name", ""))
+        return backend == "builtin" and usable_cores() <= BUILTIN_SMAC_MAX_CORES
+    return env_name in IN_PROCESS_ENVS
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 _COMMANDS = {
-    "reset": _reset,
+    "reset": lambda env, _data: reset_env(env),
     "step": step_env,
     "get_env_info": lambda env, _data: env.get_env_info(),
     "get_stats": lambda env, _data: env.get_stats(),
@@ -128,69 +172,57 @@ class EnvWorkerError(RuntimeError):
     """Env workers kept failing: the run cannot go on."""
 
 
-class ParallelRunner(BatchRunner):
+class EnvWorkers:
+    """One worker process per env, with the interface of runner_base.InProcessEnvs, plus restarts."""
 
-    def __init__(self, args, logger):
-        super().__init__(args, logger)
+    def __init__(self, args, logger, seed_generation: int):
+        self.args = args
+        self.logger = logger
+        self.n_envs = args.batch_size_run
         self.timeout_s = float(getattr(args, "env_worker_timeout", DEFAULT_WORKER_TIMEOUT_S))
-        self.max_failures = int(getattr(args, "env_worker_max_failures", DEFAULT_MAX_FAILURES))
+        self.seeds = env_seeds(args.env_args.get("seed"), self.n_envs, seed_generation)
+        self.seed_generation = seed_generation
         self.restarts = 0
-        self.consecutive_failures = 0
         self._ctx = _mp_context()
         self._env_fn = env_factory(args.env)
-        self.conns = [None] * self.batch_size
-        self.workers = [None] * self.batch_size
+        self.conns = [None] * self.n_envs
+        self.workers = [None] * self.n_envs
         self.waiting = set()  # workers sent a command whose answer has not been read yet
         self.starting = set()  # workers that have not answered yet since they were started
-        for i in range(self.batch_size):
+        for i in range(self.n_envs):
             self._start_worker(i)
-        self.env_info = self._request(0, "get_env_info")
 
     def _start_worker(self, i: int) -> None:
         parent_conn, worker_conn = self._ctx.Pipe()
         worker = self._ctx.Process(target=env_worker, daemon=True,
-                                   args=(worker_conn, self._env_fn, dict(self.args.env_args, seed=self.env_seeds[i])))
+                                   args=(worker_conn, self._env_fn, dict(self.args.env_args, seed=self.seeds[i])))
         worker.start()
         worker_conn.close()  # only the worker holds its end now, so its death reads as EOF here
         self.conns[i] = parent_conn
         self.workers[i] = worker
         self.starting.add(i)
 
-    def run(self, test_mode: bool = False) -> EpisodeBatch:
-        """One episode per env; when a worker fails, restart it and play the whole batch again."""
-        while True:
-            try:
-                batch = super().run(test_mode)
-            except EnvWorkerFault as fault:
-                self._recover(fault)
-                continue
-            self.consecutive_failures = 0
-            return batch
-
-    def _recover(self, fault: EnvWorkerFault) -> None:
-        self.consecutive_failures += 1
-        if self.consecutive_failures >= self.max_failures:
-            raise EnvWorkerError(f"{fault}; {self.consecutive_failures} env worker failures in a row "
-                                 f"(env_worker_max_failures={self.max_failures}): stopping the run") from None
-        self._restart_worker(fault.index, str(fault))
-        for i in sorted(self.waiting):  # read the answers still due, so every Pipe is in step again
+    def recover(self, fault: EnvWorkerFault, t_env: int) -> None:
+        """Restart the failed worker, then read the answers still due, so every Pipe is in step again."""
+        self._restart_worker(fault.index, str(fault), t_env)
+        for i in sorted(self.waiting):
             try:
                 self._recv(i)
             except EnvWorkerFault as other:
-                self._restart_worker(i, str(other))
+                self._restart_worker(i, str(other), t_env)
 
-    def _restart_worker(self, i: int, reason: str) -> None:
+    def _restart_worker(self, i: int, reason: str, t_env: int) -> None:
         _kill_process_tree(self.workers[i])
         self.conns[i].close()
         self.waiting.discard(i)
         self.starting.discard(i)
         self.seed_generation += 1
-        self.env_seeds[i] = env_seed(self.args.env_args.get("seed"), i, self.batch_size, self.seed_generation)
+        self.seeds[i] = env_seed(self.args.env_args.get("seed"), i, self.n_envs, self.seed_generation)
         self._start_worker(i)
         self.restarts += 1
-        self.logger.console_logger.warning(f"{reason}: restarted it with seed {self.env_seeds[i]} and dropped "
+        self.logger.console_logger.warning(f"{reason}: restarted it with seed {self.seeds[i]} and dropped "
                                            f"the unfinished episode batch ({self.restarts} restarts so far)")
-        self.logger.log_stat("env_worker_restarts", self.restarts, self.t_env)
+        self.logger.log_stat("env_worker_restarts", self.restarts, t_env)
 
     def _send(self, i: int, command: str, data: Any = None) -> None:
         try:
@@ -219,34 +251,35 @@ class ParallelRunner(BatchRunner):
         self.waiting.discard(i)
         self.starting.discard(i)
         if status == "error":
-            raise RuntimeError(f"env worker {i} (seed {self.env_seeds[i]}) failed; its traceback:\n{result}")
+            raise RuntimeError(f"env worker {i} (seed {self.seeds[i]}) failed; its traceback:\n{result}")
         return result
-
-    def _request(self, i: int, command: str, data: Any = None) -> Any:
-        self._send(i, command, data)
-        return self._recv(i)
 
     def _broadcast(self, command: str) -> list:
         """Send `command` to every worker first, then collect the answers, so the envs work concurrently."""
-        for i in range(self.batch_size):
+        for i in range(self.n_envs):
             self._send(i, command)
-        return [self._recv(i) for i in range(self.batch_size)]
+        return [self._recv(i) for i in range(self.n_envs)]
 
-    def _reset_envs(self) -> list:
+    def env_info(self) -> dict:
+        self._send(0, "get_env_info")
+        return self._recv(0)
+
+    def reset(self) -> list:
         return self._broadcast("reset")
 
-    def _step_envs(self, actions: dict) -> dict:
-        for i, env_actions in actions.items():
+    def step(self, indices: list, actions: np.ndarray) -> list:
+        """Step env indices[k] with actions[k] ([len(indices), n_agents]); one Transition per stepped env."""
+        for i, env_actions in zip(indices, actions):
             self._send(i, "step", env_actions)
-        return {i: self._recv(i) for i in actions}
+        return [self._recv(i) for i in indices]
 
-    def get_env_stats(self) -> list:
+    def get_stats(self) -> list:
         return self._broadcast("get_stats")
 
     def save_replay(self) -> None:
         self._broadcast("save_replay")
 
-    def close_env(self) -> None:
+    def close(self) -> None:
         """Ask every worker to close its env, wait up to _CLOSE_TIMEOUT_S in all, then kill the rest."""
         deadline = time.monotonic() + _CLOSE_TIMEOUT_S
         for conn in self.conns:
@@ -277,3 +310,34 @@ class ParallelRunner(BatchRunner):
         except (EOFError, OSError):
             return  # already gone
         self.logger.console_logger.warning(f"env worker {i} did not close within {_CLOSE_TIMEOUT_S} s; killing it")
+
+
+class ParallelRunner(BatchRunner):
+
+    def __init__(self, args, logger):
+        super().__init__(args, logger)
+        self.max_failures = int(getattr(args, "env_worker_max_failures", DEFAULT_MAX_FAILURES))
+        self.consecutive_failures = 0
+        if uses_workers(args):
+            self.envs = EnvWorkers(args, logger, self.first_seed_generation)
+        else:
+            self.envs = InProcessEnvs(args.env, args.env_args, self.batch_size, self.first_seed_generation)
+        self.env_info = self.envs.env_info()
+
+    def run(self, test_mode: bool = False) -> EpisodeBatch:
+        """One episode per env; when a worker fails, restart it and play the whole batch again."""
+        while True:
+            try:
+                batch = super().run(test_mode)
+            except EnvWorkerFault as fault:
+                self._recover(fault)
+                continue
+            self.consecutive_failures = 0
+            return batch
+
+    def _recover(self, fault: EnvWorkerFault) -> None:
+        self.consecutive_failures += 1
+        if self.consecutive_failures >= self.max_failures:
+            raise EnvWorkerError(f"{fault}; {self.consecutive_failures} env worker failures in a row "
+                                 f"(env_worker_max_failures={self.max_failures}): stopping the run") from None
+        self.envs.recover(fault, self.t_env)

@@ -1,6 +1,6 @@
-"""What the episode and parallel runners share: the per-step episode loop, the env-side
-transition helpers (also used inside the parallel runner's worker processes) and the
-episode statistics logged under PyMARL2's names.
+"""What the episode and parallel runners share: the per-step episode loop, the envs stepped in
+the runner's own process, the env-side transition helpers (also used inside the parallel
+runner's worker processes) and the episode statistics logged under PyMARL2's names.
 
 One batch row belongs to one env. At every step t of a run the row holds, for each env
 still running: state/obs/avail_actions seen at t (pre-transition data), the actions chosen
@@ -8,14 +8,21 @@ at t, and the reward/terminated that followed (post-transition data). After its 
 step an env stores its final state and one more action choice, so that learners can
 bootstrap from the last state of every episode.
 """
+import contextlib
 from collections import defaultdict
 from functools import partial
-from typing import Callable
+from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
+import torch as th
 
 from components.episode_buffer import EpisodeBatch
 from envs import REGISTRY as env_REGISTRY
+
+# Torch threads while acting. The agent network runs on a few dozen rows per step, too little
+# work to share between threads: on 2 cores that other processes also used, a second thread made
+# select_actions for 8 envs x 6 agents 6-100x slower (0.2-0.6 ms -> 2.5-70 ms per call).
+ACTING_THREADS = 1
 
 
 def env_factory(env_name: str) -> Callable:
@@ -40,30 +47,115 @@ def env_seed(base_seed: int | None, index: int, batch_size_run: int, generation:
     return None if base_seed is None else base_seed + index + batch_size_run * generation
 
 
-def observe(env) -> dict:
-    """Pre-transition data: what the agents see before choosing their actions."""
-    return {"state": env.get_state(), "avail_actions": env.get_avail_actions(), "obs": env.get_obs()}
+class Observation(NamedTuple):
+    """Pre-transition data of one env: what the agents see before choosing their actions."""
+
+    state: Any
+    avail_actions: Any
+    obs: Any
 
 
-def step_env(env, actions) -> dict:
-    """Apply the joint action; returns the reward/terminated/info of the step and the next observation."""
+class Transition(NamedTuple):
+    """One env step: its reward, terminated flag and info, then the observation that followed."""
+
+    reward: float
+    terminated: bool
+    info: dict
+    observation: Observation
+
+
+def observe(env) -> Observation:
+    # One array rather than SMAC's list of per-agent arrays: a third of the cost to pickle (worker
+    # answers) and half to copy into the batch.
+    return Observation(env.get_state(), env.get_avail_actions(), np.asarray(env.get_obs()))
+
+
+def step_env(env, actions) -> Transition:
+    """Apply the joint action; returns the step's reward/terminated/info and the next observation."""
     reward, terminated, info = env.step(actions)
-    return {"reward": reward, "terminated": terminated, "info": info, **observe(env)}
+    return Transition(reward, terminated, info, observe(env))
 
 
-def stack_pre_transition(observations: list) -> dict:
-    """Pre-transition data of several envs as arrays with the env index first."""
-    return {key: np.stack([np.asarray(o[key]) for o in observations])
-            for key in ("state", "avail_actions", "obs")}
+def reset_env(env) -> Observation:
+    env.reset()
+    return observe(env)
 
 
-def stack_post_transition(transitions: list) -> dict:
-    """Reward and terminated flag of several envs; a time-out (info["episode_limit"]) is not terminal."""
-    return {
-        "reward": np.array([[tr["reward"]] for tr in transitions], dtype=np.float32),  # [envs, 1]
-        "terminated": np.array([[tr["terminated"] and not tr["info"].get("episode_limit", False)]
-                                for tr in transitions], dtype=np.uint8),  # [envs, 1]
-    }
+class InProcessEnvs:
+    """The run's envs, built and stepped one after the other in the calling process.
+
+    Same interface as the parallel runner's worker processes (EnvWorkers): seeds,
+    seed_generation, env_info(), reset(), step(), get_stats(), save_replay(), close().
+    """
+
+    def __init__(self, env_name: str, env_args: dict, n_envs: int, seed_generation: int = 0):
+        env_fn = env_factory(env_name)
+        self.seeds = env_seeds(env_args.get("seed"), n_envs, seed_generation)
+        self.seed_generation = seed_generation
+        self.envs = [env_fn(**dict(env_args, seed=seed)) for seed in self.seeds]
+
+    def env_info(self) -> dict:
+        return self.envs[0].get_env_info()
+
+    def reset(self) -> list:
+        """Reset every env; one Observation per env."""
+        return [reset_env(env) for env in self.envs]
+
+    def step(self, indices: list, actions: np.ndarray) -> list:
+        """Step env indices[k] with actions[k] ([len(indices), n_agents]); one Transition per stepped env."""
+        return [step_env(self.envs[i], env_actions) for i, env_actions in zip(indices, actions)]
+
+    def get_stats(self) -> list:
+        return [env.get_stats() for env in self.envs]
+
+    def save_replay(self) -> None:
+        for env in self.envs:
+            env.save_replay()
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+@contextlib.contextmanager
+def torch_threads(n_threads: int) -> Iterator[None]:
+    """Run the body with `n_threads` torch threads, then restore the caller's count (training keeps its own)."""
+    previous = th.get_num_threads()
+    if previous == n_threads:
+        yield
+        return
+    th.set_num_threads(n_threads)
+    try:
+        yield
+    finally:
+        th.set_num_threads(previous)
+
+
+class BatchArrays:
+    """numpy arrays [batch, T, ...] of the batch fields the envs fill, written in place by the runner.
+
+    On the CPU they share memory with the batch, so a write lands in the batch at once and no
+    tensor is built per step. On another device (CUDA) they are a host copy, and push(ts)
+    copies time steps ts into the batch.
+    """
+
+    FIELDS = ("state", "avail_actions", "obs", "reward", "terminated", "filled")
+
+    def __init__(self, batch: EpisodeBatch, shared: bool):
+        self.batch = batch
+        self.shared = shared
+        arrays = {key: (batch[key] if shared else th.zeros_like(batch[key], device="cpu")).numpy()
+                  for key in self.FIELDS}
+        self.state, self.avail_actions, self.obs = arrays["state"], arrays["avail_actions"], arrays["obs"]
+        self.reward, self.terminated, self.filled = arrays["reward"], arrays["terminated"], arrays["filled"]
+        self._arrays = arrays
+
+    def push(self, ts: slice) -> None:
+        """Copy time steps ts of every field into the batch (nothing to do when shared)."""
+        if self.shared:
+            return
+        for key, array in self._arrays.items():
+            self.batch[key][:, ts] = th.from_numpy(array[:, ts])
 
 
 _CHECKED_FIELDS = ("state", "obs", "reward")  # env outputs that must be finite
@@ -75,18 +167,18 @@ class NonFiniteEnvOutput(ValueError):
 
 def check_finite(data: dict, envs: list, seeds: list, env_name: str, t: int) -> None:
     """Raise NonFiniteEnvOutput naming the field, env and episode step of the first NaN/inf in
-    the stacked env outputs `data` ({field: [len(envs), ...]})."""
+    the env outputs `data` ({field: [len(envs), ...]})."""
     for key in _CHECKED_FIELDS:
         if key not in data:
             continue
         values = data[key].reshape(len(envs), -1)  # [envs, values per env]
-        finite = np.isfinite(values).all(axis=1)  # [envs]
-        if not finite.all():
-            row = int(np.argmin(finite))
-            bad = values[row][~np.isfinite(values[row])][0]
-            raise NonFiniteEnvOutput(
-                f"env '{env_name}' (env {envs[row]}, seed {seeds[envs[row]]}) returned {bad} in its {key} at "
-                f"episode step {t}; the env must return finite numbers")
+        if np.isfinite(values).all():
+            continue
+        row = int(np.argmin(np.isfinite(values).all(axis=1)))
+        bad = values[row][~np.isfinite(values[row])][0]
+        raise NonFiniteEnvOutput(
+            f"env '{env_name}' (env {envs[row]}, seed {seeds[envs[row]]}) returned {bad} in its {key} at "
+            f"episode step {t}; the env must return finite numbers")
 
 
 class EpisodeStats:
@@ -126,20 +218,18 @@ class _EpisodesInProgress:
         self.ended = [False] * n_envs
         self.final_infos = [{} for _ in range(n_envs)]
 
-    def record(self, transitions: dict) -> None:
-        """Account for one env step of each env in `transitions` ({env index: step_env dict})."""
-        for i, transition in transitions.items():
-            self.returns[i] += float(transition["reward"])
-            self.lengths[i] += 1
-            self.ended[i] = bool(transition["terminated"])
-            self.final_infos[i] = transition["info"]
+    def record(self, i: int, transition: Transition) -> None:
+        """Account for one env step of env i."""
+        self.returns[i] += float(transition.reward)
+        self.lengths[i] += 1
+        self.ended[i] = bool(transition.terminated)
+        self.final_infos[i] = transition.info
 
 
 class BatchRunner:
     """Runs `batch_size` envs for one episode each and returns the episodes as one EpisodeBatch.
 
-    Subclasses own the envs: `_reset_envs()` returns one observation dict per env and
-    `_step_envs({env index: actions})` one `step_env` dict per stepped env.
+    Subclasses set `self.envs` (InProcessEnvs, or anything with its interface) and env_info.
     """
 
     def __init__(self, args, logger):
@@ -147,18 +237,19 @@ class BatchRunner:
         self.logger = logger
         self.batch_size = args.batch_size_run
         # A resumed run builds its envs with the seed generation after the checkpoint's.
-        self.seed_generation = getattr(args, "env_seed_generation", 0)
-        self.env_seeds = env_seeds(args.env_args.get("seed"), args.batch_size_run, self.seed_generation)
+        self.first_seed_generation = getattr(args, "env_seed_generation", 0)
         self.t = 0
         self.t_env = 0
         self.train_stats = EpisodeStats()
         self.test_stats = EpisodeStats()
         self.log_train_stats_t = -args.runner_log_interval  # log after the first run
         self.n_test_episodes = max(1, args.test_nepisode // self.batch_size) * self.batch_size
+        self.envs = None  # set by subclasses
         self.env_info = None  # set by subclasses once their envs exist
         self.new_batch = None
         self.mac = None
         self.batch = None
+        self.arrays = None
 
     def setup(self, scheme: dict, groups: dict, preprocess: dict, mac) -> None:
         self.new_batch = partial(EpisodeBatch, scheme, groups, self.batch_size, self.episode_limit + 1,
@@ -169,56 +260,89 @@ class BatchRunner:
     def episode_limit(self) -> int:
         return self.env_info["episode_limit"]
 
+    @property
+    def env_seeds(self) -> list:
+        """The seed each env was (last) built with."""
+        return self.envs.seeds
+
+    @property
+    def seed_generation(self) -> int:
+        return self.envs.seed_generation
+
     def get_env_info(self) -> dict:
         return self.env_info
 
     def run(self, test_mode: bool = False) -> EpisodeBatch:
         """One episode per env; training runs advance t_env by the env steps taken."""
         self.batch = self.new_batch()
+        self.arrays = BatchArrays(self.batch, shared=th.device(self.batch.device).type == "cpu")
         self.mac.init_hidden(batch_size=self.batch_size)
         self.t = 0
-        self._store_pre_transition(list(range(self.batch_size)), self._reset_envs())
         episodes = _EpisodesInProgress(self.batch_size)
         acting = list(range(self.batch_size))  # envs whose row needs actions at self.t
-        while True:
-            actions = self._select_actions(acting, test_mode)  # [len(acting), n_agents]
-            stepping = [i for i in acting if not episodes.ended[i]]
-            if not stepping:
-                break
-            self._check_within_limit()
-            actions_of = dict(zip(acting, actions.numpy()))  # env index -> [n_agents]
-            transitions = self._step_envs({i: actions_of[i] for i in stepping})
-            episodes.record(transitions)
-            self._store_step(stepping, [transitions[i] for i in stepping])
-            acting = stepping
+        with torch_threads(ACTING_THREADS):
+            self._store_observations(acting, self.envs.reset())
+            while True:
+                actions = self._select_actions(acting, test_mode)  # [len(acting), n_agents]
+                rows = [k for k, i in enumerate(acting) if not episodes.ended[i]]  # positions in acting
+                if not rows:
+                    break
+                self._check_within_limit()
+                stepping = [acting[k] for k in rows]
+                env_actions = actions if len(rows) == len(acting) else actions[rows]  # [len(stepping), n_agents]
+                transitions = self.envs.step(stepping, env_actions)
+                self._store_transitions(stepping, transitions, episodes)
+                acting = stepping
         self._finish_run(episodes, test_mode)
         return self.batch
 
-    def _select_actions(self, acting: list, test_mode: bool):
+    def _select_actions(self, acting: list, test_mode: bool) -> np.ndarray:
         actions = self.mac.select_actions(self.batch, t_ep=self.t, t_env=self.t_env, bs=acting,
-                                          test_mode=test_mode).to("cpu")  # [len(acting), n_agents]
-        # [len(acting), 1 (time), n_agents]; not marking filled: the pre-transition data did
-        self.batch.update({"actions": actions.unsqueeze(1)}, bs=acting, ts=self.t, mark_filled=False)
-        return actions
+                                          test_mode=test_mode)  # [len(acting), n_agents]
+        rows = self._rows(acting)
+        if "actions" in self.batch.preprocess:  # update() also writes the derived field (e.g. one-hot)
+            # [len(acting), 1 (time), n_agents]; not marking filled: the pre-transition data did
+            self.batch.update({"actions": actions.unsqueeze(1)}, bs=rows, ts=self.t, mark_filled=False)
+        else:  # [len(acting), n_agents, 1]
+            self.batch["actions"][rows, self.t] = actions.unsqueeze(-1).to(self.batch["actions"].dtype)
+        return actions.cpu().numpy()
+
+    def _rows(self, envs: list) -> list | slice:
+        """Batch rows of `envs`: a slice when they are all the rows (a view, not a copy, when indexing)."""
+        return slice(None) if len(envs) == self.batch_size else envs
 
     def _check_within_limit(self) -> None:
         if self.t >= self.episode_limit:
             raise RuntimeError(f"env '{self.args.env}' ran past its episode_limit {self.episode_limit}; "
                                f"it must end every episode within episode_limit steps")
 
-    def _store_step(self, stepping: list, transitions: list) -> None:
-        post = stack_post_transition(transitions)
-        check_finite(post, stepping, self.env_seeds, self.args.env, self.t + 1)
-        self.batch.update(post, bs=stepping, ts=self.t, mark_filled=False)
+    def _store_transitions(self, stepping: list, transitions: list, episodes: _EpisodesInProgress) -> None:
+        """Post-transition data at t and the next observations at t + 1 of the stepped envs."""
+        arrays, t = self.arrays, self.t
+        for i, transition in zip(stepping, transitions):
+            episodes.record(i, transition)
+            arrays.reward[i, t] = transition.reward
+            # A time-out (info["episode_limit"]) is not terminal: learners bootstrap from its last state.
+            arrays.terminated[i, t] = transition.terminated and not transition.info.get("episode_limit", False)
+        rows = self._rows(stepping)
+        check_finite({"reward": arrays.reward[rows, t]}, stepping, self.env_seeds, self.args.env, t + 1)
         self.t += 1
-        self._store_pre_transition(stepping, transitions)
+        self._store_observations(stepping, [transition.observation for transition in transitions])
 
-    def _store_pre_transition(self, envs: list, observations: list) -> None:
-        pre = stack_pre_transition(observations)
-        check_finite(pre, envs, self.env_seeds, self.args.env, self.t)
-        self.batch.update(pre, bs=envs, ts=self.t)
+    def _store_observations(self, envs: list, observations: list) -> None:
+        """Pre-transition data of `envs` at step t; marks those rows filled."""
+        arrays, t = self.arrays, self.t
+        for i, observation in zip(envs, observations):
+            arrays.state[i, t] = observation.state
+            arrays.avail_actions[i, t] = observation.avail_actions
+            arrays.obs[i, t] = observation.obs
+            arrays.filled[i, t] = 1
+        rows = self._rows(envs)
+        check_finite({"state": arrays.state[rows, t], "obs": arrays.obs[rows, t]}, envs, self.env_seeds,
+                     self.args.env, t)
+        arrays.push(slice(max(0, t - 1), t + 1))  # the post-transition data at t - 1 and this step
 
-    def _finish_run(self, episodes: "_EpisodesInProgress", test_mode: bool) -> None:
+    def _finish_run(self, episodes: _EpisodesInProgress, test_mode: bool) -> None:
         stats = self.test_stats if test_mode else self.train_stats
         for episode_return, length, info in zip(episodes.returns, episodes.lengths, episodes.final_infos):
             stats.add(episode_return, length, info)
@@ -252,16 +376,10 @@ class BatchRunner:
 
     def get_env_stats(self) -> list:
         """get_stats() of every env (e.g. battles_won, win_rate for SMAC)."""
-        raise NotImplementedError
+        return self.envs.get_stats()
 
     def save_replay(self) -> None:
-        raise NotImplementedError
+        self.envs.save_replay()
 
     def close_env(self) -> None:
-        raise NotImplementedError
-
-    def _reset_envs(self) -> list:
-        raise NotImplementedError
-
-    def _step_envs(self, actions: dict) -> dict:
-        raise NotImplementedError
+        self.envs.close()
