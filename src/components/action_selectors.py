@@ -29,14 +29,16 @@ class EpsilonGreedyActionSelector:
         if test_mode:
             self.epsilon = getattr(self.args, "test_noise", 0.0)
 
+        unavailable = avail_actions == 0  # [bs, n_agents, n_actions]
         # Unavailable actions can never win the argmax.
-        masked_qs = agent_qs.clone().masked_fill(avail_actions == 0, -float("inf"))
+        masked_qs = agent_qs.masked_fill(unavailable, -float("inf"))
 
-        pick_random = (th.rand_like(agent_qs[:, :, 0]) < self.epsilon).long()  # [bs, n_agents]
-        # Categorical normalises the 0/1 mask: uniform over the available actions.
-        random_actions = Categorical(avail_actions.float()).sample().long()  # [bs, n_agents]
-        greedy_actions = masked_qs.max(dim=2)[1]  # [bs, n_agents]
-        return pick_random * random_actions + (1 - pick_random) * greedy_actions
+        pick_random = th.rand_like(agent_qs[:, :, 0]) < self.epsilon  # [bs, n_agents]
+        # Categorical normalises the 0/1 mask: uniform over the available actions. Its argument
+        # check is skipped (it costs as much as the draw); the mask comes from the env, already checked.
+        random_actions = Categorical((~unavailable).float(), validate_args=False).sample()  # [bs, n_agents]
+        greedy_actions = masked_qs.argmax(dim=2)  # [bs, n_agents]
+        return th.where(pick_random, random_actions, greedy_actions)
 
 
 REGISTRY = {"epsilon_greedy": EpsilonGreedyActionSelector}
