@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--win", type=float, default=0.95, help="3m: test win rate at which to stop")
     parser.add_argument("--repo", default=REPO, help="checkout whose src/main.py runs (default: this one)")
     parser.add_argument("overrides", nargs="*", help="extra `with` overrides, e.g. buffer_size=5000")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     t_max = args.t_max or DEFAULT_T_MAX[args.workload]
     repo = os.path.abspath(args.repo)
     shown = " ".join([f"--t-max {t_max}"] + ([f"--repo {args.repo}"] if args.repo != REPO else []) + args.overrides)

@@ -143,6 +143,8 @@ def check_settings(config: dict) -> None:
         raise InputError(f"batch_size={config['batch_size']} is larger than buffer_size={config['buffer_size']}: "
                          f"training batches are drawn from the episodes in the buffer; raise buffer_size or "
                          f"lower batch_size")
+    if config.get("learner_threads", 0) < 0:
+        raise InputError(f"learner_threads={config['learner_threads']} must be 0 (auto) or a thread count")
     if not 0 <= config.get("gamma", 0) <= 1:
         raise InputError(f"gamma={config['gamma']} must be within [0, 1]")
     if config.get("resume") and not config["checkpoint_path"]:

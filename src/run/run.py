@@ -34,6 +34,7 @@ from run import checkpoint
 from run.checkpoint import checkpoint_step  # noqa: F401  (importable from here, as before checkpoint.py)
 from runners import REGISTRY as r_REGISTRY
 from utils.logging import Logger
+from utils.threads import ThreadTuner
 from utils.timehelper import time_left, time_str
 
 MEMORY_HEADROOM_BYTES = 1 << 30  # left free for everything but the replay buffer
@@ -291,6 +292,9 @@ class TrainingLoop:
         self.model_save_t = 0
         self.start_time = time.time()
         self.last_test_time = self.start_time
+        # On the GPU the host threads hardly matter: keep torch's count there.
+        fixed = args.learner_threads if args.device == "cpu" else th.get_num_threads()
+        self.threads = ThreadTuner(fixed, max_threads=th.get_num_threads())
 
     def run(self) -> None:
         self.logger.console_logger.info(f"Beginning training for {self.args.t_max} timesteps")
@@ -327,7 +331,13 @@ class TrainingLoop:
         sample = sample[:, :sample.max_t_filled()]  # drop steps no sampled episode filled
         if sample.device != self.args.device:
             sample.to(self.args.device)
-        self.learner.train(sample, self.runner.t_env, self.episode)
+        chosen = self.threads.current
+        with self.threads.step():
+            self.learner.train(sample, self.runner.t_env, self.episode)
+        if self.threads.current != chosen:
+            speeds = ", ".join(f"{n} thread(s) {s:.3f} s" for n, s in sorted(self.threads.seconds.items()))
+            self.logger.console_logger.info(f"training step now on {self.threads.current} torch thread(s) "
+                                            f"(recent seconds per step: {speeds})")
 
     def test(self) -> None:
         t_env, t_max = self.runner.t_env, self.args.t_max

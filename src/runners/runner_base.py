@@ -8,16 +8,16 @@ at t, and the reward/terminated that followed (post-transition data). After its 
 step an env stores its final state and one more action choice, so that learners can
 bootstrap from the last state of every episode.
 """
-import contextlib
 from collections import defaultdict
 from functools import partial
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import torch as th
 
 from components.episode_buffer import EpisodeBatch
 from envs import REGISTRY as env_REGISTRY
+from utils.threads import torch_threads
 
 # Torch threads while acting. The agent network runs on a few dozen rows per step, too little
 # work to share between threads: on 2 cores that other processes also used, a second thread made
@@ -115,20 +115,6 @@ class InProcessEnvs:
     def close(self) -> None:
         for env in self.envs:
             env.close()
-
-
-@contextlib.contextmanager
-def torch_threads(n_threads: int) -> Iterator[None]:
-    """Run the body with `n_threads` torch threads, then restore the caller's count (training keeps its own)."""
-    previous = th.get_num_threads()
-    if previous == n_threads:
-        yield
-        return
-    th.set_num_threads(n_threads)
-    try:
-        yield
-    finally:
-        th.set_num_threads(previous)
 
 
 class BatchArrays:
