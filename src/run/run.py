@@ -332,12 +332,13 @@ class TrainingLoop:
         if sample.device != self.args.device:
             sample.to(self.args.device)
         chosen = self.threads.current
-        with self.threads.step():
+        with self.threads.step(work=sample.max_seq_length):
             self.learner.train(sample, self.runner.t_env, self.episode)
         if self.threads.current != chosen:
-            speeds = ", ".join(f"{n} thread(s) {s:.3f} s" for n, s in sorted(self.threads.seconds.items()))
-            self.logger.console_logger.info(f"training step now on {self.threads.current} torch thread(s) "
-                                            f"(recent seconds per step: {speeds})")
+            self.logger.log_stat("learner_threads", self.threads.current, self.runner.t_env)
+            speeds = ", ".join(f"{n}: {1e3 * s:.2f} ms" for n, s in sorted(self.threads.seconds.items()))
+            self.logger.console_logger.debug(f"training step now on {self.threads.current} torch thread(s); "
+                                             f"recent time per sampled step by thread count: {speeds}")
 
     def test(self) -> None:
         t_env, t_max = self.runner.t_env, self.args.t_max

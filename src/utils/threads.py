@@ -72,10 +72,13 @@ class ThreadTuner:
             self.current = n_threads
 
     @contextlib.contextmanager
-    def step(self) -> Iterator[int]:
-        """Run the body (one step) with the tuned thread count and time it; yields the count used."""
+    def step(self, work: float = 1.0) -> Iterator[int]:
+        """Run the body (one step) with the tuned thread count and time it; yields the count used.
+
+        `work` scales the step's size (e.g. the sampled batch's time steps), so that steps on short
+        and long episodes compare by seconds per unit of work."""
         n_threads = self.next_count()
         with torch_threads(n_threads):
             start = time.perf_counter()
             yield n_threads
-            self.record(n_threads, time.perf_counter() - start)
+            self.record(n_threads, (time.perf_counter() - start) / work)
