@@ -1,7 +1,7 @@
-"""Seconds per NQLearner.train step: step-wise vs fused unroll, float32 vs bfloat16, 1 vs 2 threads.
+"""Seconds per NQLearner.train step: step-wise vs fused unroll, float32 vs bfloat16, 2 vs 1 threads.
 
 Usage (from the repository root):
-    python bench/bench_train_step.py [--episodes 128] [--steps 100] [--repeats 5] [--threads 1 2]
+    python bench/bench_train_step.py [--episodes 128] [--steps 100] [--repeats 5] [--threads 2 1]
 
 One learner per variant, built with algs/qmix.yaml's settings (n_rnn agent, QMIX mixer, Adam lr 0.001,
 TD(lambda) 0.6) and SMAC corridor's sizes (6 agents, 30 actions, obs 156, state 282), all starting
@@ -10,7 +10,9 @@ Each timing round runs one train call of every variant and thread count in turn,
 other processes hits them alike; the figures are medians over the rounds after the warm-up, in
 wall-clock and in CPU seconds (less sensitive to other processes; with 2 threads it counts both).
 The losses of the first step (same weights, same batch) show what the unroll and the precision
-alone change; those after all the steps show how far the variants drift apart while training.
+alone change; those after all the steps show how far the variants drift apart while training. Each
+variant is compared with its float32 counterpart (same unroll), and a float32 fused one with stepwise.
+The process keeps freed memory as training does (utils.allocator).
 """
 import argparse
 import datetime
@@ -29,6 +31,7 @@ from components.episode_buffer import EpisodeBatch  # noqa: E402
 from controllers import REGISTRY as mac_REGISTRY  # noqa: E402
 from learners import REGISTRY as le_REGISTRY  # noqa: E402
 from run.run import build_scheme  # noqa: E402
+from utils.allocator import keep_freed_memory  # noqa: E402
 
 CORRIDOR = {"n_agents": 6, "n_actions": 30, "obs_shape": 156, "state_shape": 282}
 VARIANTS = {  # name -> (train_unroll, train_bf16)
@@ -102,7 +105,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=100, help="transitions per episode (T = steps + 1)")
     parser.add_argument("--repeats", type=int, default=5, help="timed rounds after the warm-up")
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--threads", type=int, nargs="+", default=[2, 1])
     parser.add_argument("--variants", nargs="+", default=DEFAULT_VARIANTS, choices=list(VARIANTS))
     return parser.parse_args(argv)
 
@@ -126,6 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"torch {th.__version__}, Python {platform.python_version()}")
     print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}")
+    print(f"glibc keeps freed memory: {keep_freed_memory()}")
 
     batch = random_batch(args.episodes, args.steps)
     learners = {variant: make_learner(variant, batch) for variant in args.variants}
@@ -148,7 +152,8 @@ def report_times(medians: dict, what: str, args: argparse.Namespace) -> None:
     print(f"\n{what} seconds per train step, median of {args.repeats} "
           f"(batch {args.episodes} x {args.steps + 1} steps)")
     print(f"{'variant':<14}" + "".join(f"{f'{threads} thread(s)':>14}" for threads in args.threads)
-          + ("   x stepwise" if "stepwise" in args.variants else ""))
+          + (f"   x stepwise ({', '.join(f'{threads}t' for threads in args.threads)})"
+             if "stepwise" in args.variants else ""))
     for variant in args.variants:
         cells = "".join(f"{medians[variant, threads]:>14.3f}" for threads in args.threads)
         if "stepwise" in args.variants:
@@ -161,15 +166,22 @@ def report_times(medians: dict, what: str, args: argparse.Namespace) -> None:
             f"{variant} {medians[variant, low] / medians[variant, high]:.2f}x" for variant in args.variants))
 
 
+def reference_variant(variant: str, variants: list) -> str:
+    """What a variant's losses are compared with: its float32 counterpart, and for a float32 one stepwise."""
+    unroll, bf16 = VARIANTS[variant]
+    candidates = [name for name, settings in VARIANTS.items() if settings == (unroll, False)] if bf16 else ["stepwise"]
+    return next((name for name in candidates if name in variants), variants[0])
+
+
 def report_losses(stats: dict, when: str, variants: list) -> None:
-    """Loss and gradient norm per variant, relative to the first variant's."""
-    reference = variants[0]
-    print(f"\nloss_td and grad_norm, {when} (relative difference to {reference})")
+    """Loss and gradient norm per variant, relative to its reference variant's."""
+    print(f"\nloss_td and grad_norm, {when} (relative difference to the variant named in brackets)")
     for variant in variants:
+        reference = reference_variant(variant, variants)
         cells = [f"{key} {stats[variant][key]:.6f} "
                  f"({abs(stats[variant][key] - stats[reference][key]) / abs(stats[reference][key]):.1e})"
                  for key in ("loss_td", "grad_norm")]
-        print(f"{variant:<14}" + "   ".join(cells))
+        print(f"{variant:<14}" + "   ".join(cells) + f"   [{reference}]")
 
 
 if __name__ == "__main__":

@@ -225,6 +225,16 @@ def test_forward_sequence_matches_stepwise_forward(overrides):
     assert th.equal(mac.build_sequence_inputs(batch)[:, 3], mac._build_inputs(batch, 3))
 
 
+def test_sequence_inputs_are_time_major_and_in_the_autocast_dtype():
+    batch = make_batch()
+    mac = NMAC(batch.scheme, batch.groups, make_args())
+    inputs = mac.build_sequence_inputs(batch)  # [BS, T, n_agents, input]
+    assert inputs.shape[:3] == (BS, T, N_AGENTS) and inputs.transpose(0, 1).is_contiguous()
+    with th.autocast(device_type="cpu", dtype=th.bfloat16):
+        inputs_bf16 = mac.build_sequence_inputs(batch)
+    assert inputs_bf16.dtype == th.bfloat16 and th.equal(inputs_bf16, inputs.to(th.bfloat16))
+
+
 def test_forward_sequence_gives_policies_like_forward():
     batch = make_batch()
     mac = BasicMAC(batch.scheme, batch.groups, make_args(agent="rnn", agent_output_type="pi_logits"))

@@ -242,14 +242,6 @@ def train_run(n_steps: int = 6, **overrides) -> tuple:
     return learner, [v for _, v in logger.stats["loss_td"]], [v for _, v in logger.stats["grad_norm"]]
 
 
-def all_params(learner) -> list:
-    """The online and the target networks' parameters."""
-    targets = list(learner.target_mac.parameters())
-    if learner.target_mixer is not None:
-        targets += list(learner.target_mixer.parameters())
-    return learner.params + targets
-
-
 @pytest.mark.parametrize("overrides", [
     {"mixer": "qmix"},
     {"mixer": "qmix", "q_lambda": True},

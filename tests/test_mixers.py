@@ -80,3 +80,41 @@ def test_vdn_is_the_sum_of_agent_qs():
     assert out.shape == (1, 2, 1)
     assert th.equal(out, th.tensor([[[6.5], [-0.5]]]))
     assert list(mixer.parameters()) == []
+
+
+def pymarl2_qmix(mixer, qvals: th.Tensor, states: th.Tensor) -> th.Tensor:
+    """PyMARL2's nmix.py forward, layer by layer with bmm: the reference for the fused forward."""
+    b, t, _ = qvals.size()
+    qvals = qvals.reshape(b * t, 1, N_AGENTS)
+    states = states.reshape(b * t, STATE_DIM)
+    w1 = mixer.pos_func(mixer.hyper_w1(states)).view(-1, N_AGENTS, mixer.embed_dim)
+    b1 = mixer.hyper_b1(states).view(-1, 1, mixer.embed_dim)
+    w2 = mixer.pos_func(mixer.hyper_w2(states)).view(-1, mixer.embed_dim, 1)
+    v = mixer.hyper_b2(states).view(-1, 1, 1)
+    hidden = th.nn.functional.elu(th.bmm(qvals, w1) + b1)
+    return (th.bmm(hidden, w2) + v).view(b, t, 1)
+
+
+@pytest.mark.parametrize("pos_func", ["abs", "softplus", "quadratic"])
+def test_qmix_computes_pymarl2s_mixing(pos_func):
+    th.manual_seed(0)
+    mixer = mixer_REGISTRY["qmix"](mixer_args(qmix_pos_func=pos_func, qmix_pos_func_beta=1.0)).double()
+    qvals = th.randn(4, 5, N_AGENTS, dtype=th.float64, requires_grad=True)
+    states = th.randn(4, 5, STATE_DIM, dtype=th.float64)
+    ours = mixer(qvals, states)
+    ours_grads = th.autograd.grad(ours.square().sum(), [qvals, *mixer.parameters()])
+    reference = pymarl2_qmix(mixer, qvals, states)
+    reference_grads = th.autograd.grad(reference.square().sum(), [qvals, *mixer.parameters()])
+    assert th.allclose(ours, reference, rtol=0, atol=1e-12)
+    for got, expected in zip(ours_grads, reference_grads, strict=True):
+        assert th.allclose(got, expected, rtol=0, atol=1e-12)
+
+
+def test_qmix_under_bfloat16_autocast_mixes_in_float32():
+    th.manual_seed(0)
+    mixer = mixer_REGISTRY["qmix"](mixer_args())
+    qvals, states = th.randn(4, 5, N_AGENTS), th.randn(4, 5, STATE_DIM)
+    with th.autocast(device_type="cpu", dtype=th.bfloat16):
+        mixed = mixer(qvals, states)
+    assert mixed.dtype == th.float32
+    assert th.allclose(mixed, mixer(qvals, states), rtol=0.02, atol=0.02)

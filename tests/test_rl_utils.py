@@ -8,6 +8,7 @@ Episode A terminates: transitions t=0,1 with terminated at t=1; the learner's ma
 Episode B is truncated by the time limit: all 3 transitions filled, never terminated, so it
 bootstraps from Q at the last stored step (t=3).
 """
+import pytest
 import torch as th
 
 from utils.rl_utils import build_q_lambda_targets, build_td_lambda_targets
@@ -85,3 +86,31 @@ def test_per_agent_targets_broadcast_team_reward():
         assert th.allclose(targets[:, :, agent:agent + 1], single)
     # Agent 1, episode B, last step: 1 + 0.5 * (3 * 16) = 25
     assert targets[1, 2, 1].item() == 25.0
+
+
+def recursive_lambda_returns(rewards, terminated, mask, values, gamma, td_lambda):
+    """PyMARL2's backward loop over time, the reference for the matrix form."""
+    returns = values.new_zeros(*values.shape)
+    returns[:, -1] = values[:, -1] * (1 - th.sum(terminated, dim=1))
+    for t in range(returns.shape[1] - 2, -1, -1):
+        one_step = rewards[:, t] + (1 - td_lambda) * gamma * values[:, t + 1] * (1 - terminated[:, t])
+        returns[:, t] = td_lambda * gamma * returns[:, t + 1] + mask[:, t] * one_step
+    return returns[:, :-1]
+
+
+@pytest.mark.parametrize("k", [1, 3], ids=["mixed", "per_agent"])
+@pytest.mark.parametrize("td_lambda", [0.0, 0.6, 1.0])
+def test_td_lambda_targets_match_pymarl2s_recursion_on_random_episodes(k, td_lambda):
+    gen = th.Generator().manual_seed(k)
+    batch, steps = 6, 40
+    lengths = th.randint(1, steps, (batch,), generator=gen)  # transitions per episode
+    filled = (th.arange(steps - 1)[None] < lengths[:, None]).float().unsqueeze(-1)  # [batch, T-1, 1]
+    terminated = th.zeros(batch, steps - 1, 1)
+    ended = lengths < steps - 1  # the others are cut by the time limit
+    terminated[ended, lengths[ended] - 1] = 1
+    rewards = th.randn(batch, steps - 1, 1, generator=gen) * filled
+    values = th.randn(batch, steps, k, generator=gen)
+    targets = build_td_lambda_targets(rewards, terminated, filled, values, k, 0.99, td_lambda)
+    expected = recursive_lambda_returns(rewards, terminated, filled, values, 0.99, td_lambda)
+    assert targets.shape == (batch, steps - 1, k)
+    assert th.allclose(targets, expected, rtol=1e-5, atol=1e-5)

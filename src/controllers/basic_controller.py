@@ -13,6 +13,7 @@ import torch as th
 from components.action_selectors import REGISTRY as action_REGISTRY
 from components.episode_buffer import EpisodeBatch
 from modules.agents import REGISTRY as agent_REGISTRY
+from utils.th_utils import autocast_dtype
 
 OUTPUT_TYPES = ("q", "pi_logits")
 
@@ -116,29 +117,36 @@ class BasicMAC:
         return self._inputs_of_steps(batch, t, t + 1).squeeze(1)  # [bs, n_agents, input]
 
     def build_sequence_inputs(self, batch: EpisodeBatch) -> th.Tensor:
-        """The agent inputs of every stored step: [bs, T, n_agents, input]."""
-        return self._inputs_of_steps(batch, 0, batch.max_seq_length)
+        """The agent inputs of every stored step: [bs, T, n_agents, input]. Under autocast they are
+        built in its dtype, which the first layer would cast them to anyway (half the memory)."""
+        return self._inputs_of_steps(batch, 0, batch.max_seq_length, autocast_dtype(batch.device))
 
-    def _inputs_of_steps(self, batch: EpisodeBatch, start: int, stop: int) -> th.Tensor:
-        """Concatenates, per agent and step in [start, stop): obs_t, one-hot a_{t-1}, one-hot agent id."""
+    def _inputs_of_steps(self, batch: EpisodeBatch, start: int, stop: int,
+                         dtype: th.dtype | None = None) -> th.Tensor:
+        """Concatenates, per agent and step in [start, stop): obs_t, one-hot a_{t-1}, one-hot agent id,
+        in `dtype` (None = the observations'): [bs, steps, n_agents, input], laid out time-major in
+        memory (a transposed view), so that the agent's sequence pass reads its steps in place."""
         bs, steps = batch.batch_size, stop - start
-        obs = batch["obs"][:, start:stop]  # [bs, steps, n_agents, *obs_shape]
-        inputs = [obs.reshape(bs, steps, self.n_agents, -1)]  # [bs, steps, n_agents, obs]
+        obs = batch["obs"][:, start:stop].transpose(0, 1)  # [steps, bs, n_agents, *obs_shape]
+        dtype = dtype or obs.dtype
+        parts = [obs.reshape(steps, bs, self.n_agents, -1)]  # [steps, bs, n_agents, obs]
         if self.args.obs_last_action:
-            inputs.append(self._last_actions_onehot(batch, start, stop, obs.dtype))
+            parts.append(self._last_actions_onehot(batch, start, stop, dtype))
         if self.args.obs_agent_id:
-            agent_ids = self._agent_ids(obs.device)  # [n_agents, n_agents]
-            inputs.append(agent_ids.expand(bs, steps, -1, -1))  # [bs, steps, n_agents, n_agents]
-        return th.cat(inputs, dim=-1)  # [bs, steps, n_agents, input]
+            agent_ids = self._agent_ids(obs.device).to(dtype)  # [n_agents, n_agents]
+            parts.append(agent_ids.expand(steps, bs, -1, -1))  # [steps, bs, n_agents, n_agents]
+        inputs = obs.new_empty(steps, bs, self.n_agents, sum(part.shape[-1] for part in parts), dtype=dtype)
+        th.cat(parts, dim=-1, out=inputs)  # casts the observations as it copies them
+        return inputs.transpose(0, 1)  # [bs, steps, n_agents, input]
 
     def _last_actions_onehot(self, batch: EpisodeBatch, start: int, stop: int, dtype: th.dtype) -> th.Tensor:
-        """One-hot previous actions [bs, stop - start, n_agents, n_actions]; zeros at t = 0."""
-        onehot = th.zeros(batch.batch_size, stop - start, self.n_agents, self.n_actions, dtype=dtype,
-                          device=batch["obs"].device)  # [bs, steps, n_agents, n_actions]
+        """One-hot previous actions, time-major [stop - start, bs, n_agents, n_actions]; zeros at t = 0."""
+        onehot = th.zeros(stop - start, batch.batch_size, self.n_agents, self.n_actions, dtype=dtype,
+                          device=batch["obs"].device)  # [steps, bs, n_agents, n_actions]
         first = max(start, 1)  # the first step in range that has a previous action
         if first < stop:
             previous = batch["actions"][:, first - 1:stop - 1].long()  # [bs, stop - first, n_agents, 1]
-            onehot[:, first - start:].scatter_(-1, previous, 1)
+            onehot[first - start:].scatter_(-1, previous.transpose(0, 1), 1)
         return onehot
 
     def _agent_ids(self, device: th.device) -> th.Tensor:

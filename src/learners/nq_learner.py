@@ -1,27 +1,39 @@
 """PyMARL2's NQLearner: (double) Q-learning with TD(lambda) targets for QMIX, VDN and IQL.
 
-Life of a batch in ``train`` (T = batch.max_seq_length, the last step only bootstraps; e.g. SMAC
-corridor with qmix.yaml: bs 128, n_agents 6, n_actions 30, obs 156, input 192, hidden 64):
-  batch fields            -> rewards/terminated/mask [bs, T-1, 1], actions [bs, T-1, n_agents, 1] (as long)
-  agent inputs, once      -> [obs_t, one-hot a_{t-1} (zeros at t=0), one-hot id] [bs, T, n_agents, input],
-                             shared by the online and the target controller (mac.build_sequence_inputs)
+Life of a batch in ``train`` with the fused unroll (T = batch.max_seq_length, the last step only
+bootstraps; e.g. SMAC corridor with qmix.yaml: bs 128, n_agents 6, n_actions 30, obs 156, state 282,
+input 192, hidden 64, rows = bs*n_agents = 768):
+  batch fields             -> rewards/terminated/mask [bs, T-1, 1], actions [bs, T-1, n_agents, 1] (as long)
+  agent inputs, once       -> [obs_t, one-hot a_{t-1} (zeros at t=0), one-hot id] [bs, T, n_agents, input],
+                              stored time-major (in bfloat16 with train_bf16) and shared by the online
+                              and the target controller (mac.build_sequence_inputs)
   each controller's fused pass (agent.forward_sequence; the online one with gradients, the target one without):
-    fc1 + ReLU, all steps -> [bs, T, n_agents, hidden], time-major [T, bs*n_agents, hidden]
-    GRUCell over t        -> memory after each step [T, bs*n_agents, hidden]
-    (LayerNorm,) fc2      -> mac_out, target_mac_out [bs, T, n_agents, n_actions]
-  chosen actions          -> chosen_action_qvals [bs, T-1, n_agents]
-  double-Q evaluation     -> target_max_qvals [bs, T, n_agents]
-  mixer (if any)          -> Q_tot [bs, T-1, 1] and target Q_tot [bs, T, 1]
-  lambda returns          -> targets [bs, T-1, k], k = 1 with a mixer, n_agents without
-  masked squared error    -> scalar loss
+    fc1 + ReLU, all steps  -> [T, bs, n_agents, hidden], viewed as x [T, rows, hidden]
+    GRU (gru_sequence)     -> memory after each step [T, rows, hidden] in float32, chunk by chunk
+                              (16 steps here): the chunk's input projections [16, rows, 3*hidden] in
+                              one matmul, then per step W_hh h [rows, 3*hidden] and the gates; the
+                              online pass also keeps its backward's factors [16, rows, 5*hidden]
+    (LayerNorm,) fc2       -> mac_out, target_mac_out [bs, T, n_agents, n_actions] (views of time-major)
+  chosen actions           -> chosen_action_qvals [bs, T-1, n_agents]
+  double-Q evaluation      -> online greedy action among the available ones [bs, T, n_agents, 1],
+                              valued by the target nets: target_max_qvals [bs, T, n_agents]
+  mixer (if any)           -> Q_tot [bs, T-1, 1] and target Q_tot [bs, T, 1]; the hypernetworks'
+                              state layers as one matmul [bs*T, 282] @ [282, 192], the mixing in float32
+  lambda returns           -> targets [bs, T-1, k] (k = 1 with a mixer, n_agents without), one
+                              [T-1, T] discount-matrix product
+  masked squared error     -> scalar loss; backward (the GRU's: per step one small matmul, per chunk
+                              the weight gradients in three big ones), gradient clipping, optimiser step
 
 train_unroll "stepwise" runs mac.forward once per step instead, as the runner does while acting:
 the straightforward reference the fused pass is tested against (same values up to float rounding).
-train_bf16 runs the networks under bfloat16 autocast; Q-values, targets and loss stay float32.
-Speed (bench/bench_train_step.py, corridor shapes, 2-core AMD EPYC): in float32 the fused and the
-step-wise pass take the same time, the step being bound by matmul arithmetic either way; the fused
-pass has fewer, larger operations (fewer thread barriers, fewer kernel launches on a GPU), and
-bfloat16 makes it about 1.9x faster than step-wise float32.
+train_bf16 runs the networks under bfloat16 autocast: their matmuls in bfloat16; the GRU's memory
+and gates, the QMIX mixing, the Q-values, targets and loss in float32.
+Speed (bench/bench_train_step.py: 128 corridor episodes of 100 steps, 2-core AMD EPYC; seconds per
+train step at 2 / 1 torch threads): step-wise float32 0.24-0.29 / 0.41, fused float32 0.23-0.24 / 0.40
+(float32 is bound by matmul arithmetic, ~28 GFLOP a step), fused bfloat16 0.13-0.14 / 0.19, i.e.
+1.95-2.0x / 2.15x the step-wise float32 step timed in the same run (the 2-thread figures move with
+the load of the shared machine; their ratio does not). The losses of bfloat16 training stay within
+about 1e-3 of float32's.
 """
 import copy
 import os
@@ -38,6 +50,9 @@ from utils.rl_utils import build_q_lambda_targets, build_td_lambda_targets
 OPTIMISERS = ("adam", "rmsprop")
 UNROLLS = ("fused", "stepwise")  # train_unroll: how the controllers run over the batch's episodes
 TARGET_DIR = "target"  # sub-folder of a checkpoint with the target networks
+# Added to the Q-values of unavailable actions before the greedy argmax: far below any Q-value (float32's
+# lowest is -3.4e38), the same choice as masking them with -inf, and several times faster than masked_fill.
+UNAVAILABLE_OFFSET = -3e38
 
 
 class NonFiniteLoss(FloatingPointError):
@@ -92,10 +107,11 @@ class NQLearner:
 
     def _make_optimiser(self, args: SimpleNamespace) -> th.optim.Optimizer:
         name = getattr(args, "optimizer", "rmsprop")
+        # foreach: one multi-tensor update instead of a loop over the parameters (the same values).
         if name == "adam":
-            return Adam(params=self.params, lr=args.lr, weight_decay=getattr(args, "weight_decay", 0))
+            return Adam(params=self.params, lr=args.lr, weight_decay=getattr(args, "weight_decay", 0), foreach=True)
         if name == "rmsprop":
-            return RMSprop(params=self.params, lr=args.lr, alpha=args.optim_alpha, eps=args.optim_eps)
+            return RMSprop(params=self.params, lr=args.lr, alpha=args.optim_alpha, eps=args.optim_eps, foreach=True)
         raise ValueError(f"unknown optimizer '{name}'; use one of: {', '.join(OPTIMISERS)}")
 
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int) -> None:
@@ -171,8 +187,8 @@ class NQLearner:
     def _targets(self, batch: EpisodeBatch, mac_out: th.Tensor, target_mac_out: th.Tensor, rewards: th.Tensor,
                  terminated: th.Tensor, mask: th.Tensor) -> th.Tensor:
         """Double-Q lambda-returns: online argmax over available actions, valued by the target nets."""
-        unavailable = batch["avail_actions"] == 0  # [bs, T, n_agents, n_actions]
-        online_qs = mac_out.detach().masked_fill(unavailable, -float("inf"))  # [bs, T, n_agents, n_actions]
+        unavailable = (batch["avail_actions"] == 0).to(mac_out.dtype)  # [bs, T, n_agents, n_actions]
+        online_qs = th.add(mac_out.detach(), unavailable, alpha=UNAVAILABLE_OFFSET)  # [bs, T, n_agents, n_actions]
         greedy_actions = online_qs.max(dim=3, keepdim=True)[1]  # [bs, T, n_agents, 1]
         target_max_qvals = th.gather(target_mac_out, 3, greedy_actions).squeeze(3)  # [bs, T, n_agents]
         target_max_qvals = self._mix_target(target_max_qvals, batch)  # [bs, T, k]

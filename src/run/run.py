@@ -33,6 +33,7 @@ from learners import REGISTRY as le_REGISTRY
 from run import checkpoint
 from run.checkpoint import checkpoint_step  # noqa: F401  (importable from here, as before checkpoint.py)
 from runners import REGISTRY as r_REGISTRY
+from utils.allocator import keep_freed_memory
 from utils.logging import Logger
 from utils.threads import ThreadTuner
 from utils.timehelper import time_left, time_str
@@ -106,6 +107,7 @@ def _lookup(registry: dict, name: str, what: str):
 
 def run_sequential(args: SimpleNamespace, logger: Logger, resume: ResumePoint | None = None) -> None:
     """Train for t_max env steps, or only evaluate when args.evaluate / args.save_replay is set."""
+    keep_freed_memory()  # the training step's large temporaries are reused, not page-faulted in every step
     runner = _lookup(r_REGISTRY, args.runner, "runner")(args=args, logger=logger)
     try:
         buffer, learner = setup_learning(args, runner, logger)

@@ -4,25 +4,35 @@ Both builders take tensors laid out ``[batch, time, ...]`` where the per-step qu
 (rewards, terminated, mask) cover the ``T - 1`` transitions of an episode batch and the
 value estimates cover all ``T`` stored steps (the last one is the bootstrap step).
 """
+import functools
+
 import torch as th
 
 
 def _lambda_returns(step_rewards: th.Tensor, terminated: th.Tensor, mask: th.Tensor,
                     values: th.Tensor, gamma: float, td_lambda: float) -> th.Tensor:
-    """Backward recursion shared by TD(lambda) and Q(lambda); see build_td_lambda_targets."""
-    returns = values.new_zeros(*values.shape)  # [batch, T, k]
-    episode_terminated = th.sum(terminated, dim=1)  # [batch, 1]
-    returns[:, -1] = values[:, -1] * (1 - episode_terminated)
-    for t in range(returns.shape[1] - 2, -1, -1):
-        one_step = step_rewards[:, t] + (1 - td_lambda) * gamma * values[:, t + 1] * (1 - terminated[:, t])
-        returns[:, t] = td_lambda * gamma * returns[:, t + 1] + mask[:, t] * one_step
-    return returns[:, :-1]  # [batch, T-1, k]
+    """The recursion of build_td_lambda_targets, unrolled: G_t = sum_{s >= t} (lambda gamma)^(s - t) y_s
+    with y_s = m_s * (one-step return) for s < T-1 and y_{T-1} = G_{T-1}; one [T-1, T] matrix product
+    instead of T small steps (the same sums, added in another order)."""
+    episode_terminated = th.sum(terminated, dim=1, keepdim=True)  # [batch, 1, 1]
+    one_step = step_rewards + (1 - td_lambda) * gamma * values[:, 1:] * (1 - terminated)  # [batch, T-1, k]
+    last = values[:, -1:] * (1 - episode_terminated)  # [batch, 1, k]
+    y = th.cat([mask * one_step, last], dim=1)  # [batch, T, k]
+    return th.matmul(_discounts(values.shape[1], td_lambda * gamma, y.dtype, y.device), y)  # [batch, T-1, k]
+
+
+@functools.lru_cache(maxsize=8)
+def _discounts(steps: int, decay: float, dtype: th.dtype, device: th.device) -> th.Tensor:
+    """[steps - 1, steps]: decay^(s - t) at row t, column s >= t; 0 below the diagonal."""
+    offsets = th.arange(steps, device=device) - th.arange(steps - 1, device=device)[:, None]  # s - t
+    return th.where(offsets >= 0, decay ** offsets.clamp(min=0).to(th.float64), 0.0).to(dtype)
 
 
 def build_td_lambda_targets(rewards: th.Tensor, terminated: th.Tensor, mask: th.Tensor,
                             target_qs: th.Tensor, n_agents: int, gamma: float,
                             td_lambda: float) -> th.Tensor:
-    """TD(lambda) returns G_t for t = 0 .. T-2, computed backwards in time.
+    """TD(lambda) returns G_t for t = 0 .. T-2, defined backwards in time (and computed in one matrix
+    product, see _lambda_returns).
 
     With r_t = rewards, d_t = terminated, m_t = mask and Q_t = target_qs:
 

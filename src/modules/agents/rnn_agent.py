@@ -2,13 +2,18 @@
 
 forward runs one step (acting); forward_sequence runs whole episodes (training) with the same
 weights and math: the layers without memory (fc1, fc2) see all steps in one matmul each, and only
-the GRU's recurrence steps through time.
+the GRU's recurrence steps through time (gru_sequence: the GRUCell's math with a hand-written
+backward pass).
 """
 from types import SimpleNamespace
 
 import torch as th
 import torch.nn as nn
 import torch.nn.functional as F
+
+from utils.th_utils import autocast_dtype
+
+from .gru_sequence import gru_sequence
 
 
 class RNNAgent(nn.Module):
@@ -38,27 +43,23 @@ class RNNAgent(nn.Module):
 
     def forward_sequence(self, inputs: th.Tensor, hidden_state: th.Tensor | None = None) -> th.Tensor:
         """inputs [bs, T, n_agents, input], hidden_state [bs, n_agents, hidden] before step 0
-        (None = zeros) → q [bs, T, n_agents, n_actions]: what T calls of forward would give."""
+        (None = zeros) → q [bs, T, n_agents, n_actions]: what T calls of forward would give. The
+        steps are processed time-major: inputs laid out so in memory are read in place, and q is a
+        view of a time-major tensor."""
         bs, steps, n_agents, _ = inputs.shape
-        x = F.relu(self.fc1(inputs))  # [bs, T, n_agents, hidden]
-        x = x.transpose(0, 1).reshape(steps, bs * n_agents, self.hidden_dim)  # [T, bs*n_agents, hidden]
+        x = F.relu(self.fc1(inputs.transpose(0, 1)))  # [T, bs, n_agents, hidden]
+        x = x.reshape(steps, bs * n_agents, self.hidden_dim)  # [T, bs*n_agents, hidden]
         if hidden_state is not None:
             hidden_state = hidden_state.reshape(bs * n_agents, self.hidden_dim)  # [bs*n_agents, hidden]
         h = self._recur(x, hidden_state)  # [T, bs*n_agents, hidden]
         q = self.fc2(self._q_features(h))  # [T, bs*n_agents, n_actions]
-        return q.view(steps, bs, n_agents, -1).transpose(0, 1)  # [bs, T, n_agents, n_actions]
+        return q.view(steps, bs, n_agents, -1).transpose(0, 1)  # [bs, T, n_agents, n_actions], a view
 
     def _recur(self, x: th.Tensor, hidden_state: th.Tensor | None) -> th.Tensor:
-        """The GRU memory after each step: x [T, rows, hidden] → [T, rows, hidden].
+        """The GRU memory after each step: x [T, rows, hidden] → [T, rows, hidden], in the cell's dtype.
 
-        The GRUCell itself, step by step, measured fastest on CPU for forward + backward: torch's
-        sequence GRU kernel fed the cell's weights and a hand-written loop over batched input
-        projections were 10-20% slower (their [T, rows, 3*hidden] gate tensors leave the cache)."""
-        outputs = []
-        for x_t in x.unbind(0):  # unbind, not x[t]: its backward stacks instead of summing T zero-padded grads
-            hidden_state = self.rnn(x_t, hidden_state)  # [rows, hidden]
-            outputs.append(hidden_state)
-        return th.stack(outputs)  # [T, rows, hidden]
+        Under autocast the GRU's matmuls run in autocast's dtype, its gates and memory in the cell's."""
+        return gru_sequence(self.rnn, x, hidden_state, autocast_dtype(x.device))
 
     def _q_features(self, h: th.Tensor) -> th.Tensor:
         """What the output layer sees of the new memory; subclasses may normalise it."""

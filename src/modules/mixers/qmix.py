@@ -65,15 +65,36 @@ class QMixer(nn.Module):
         return th.abs(x)
 
     def forward(self, qvals: th.Tensor, states: th.Tensor) -> th.Tensor:
-        b, t, _ = qvals.size()  # qvals [batch, time, n_agents]
-        qvals = qvals.reshape(b * t, 1, self.n_agents)  # [batch*time, 1, n_agents]
-        states = states.reshape(b * t, self.state_dim)  # [batch*time, state_dim]
+        """qvals [batch, time, n_agents], states [batch, time, *state_shape] -> Q_tot [batch, time, 1].
 
-        w1 = self.pos_func(self.hyper_w1(states)).view(-1, self.n_agents, self.embed_dim)  # [b*t, n_agents, embed]
-        b1 = self.hyper_b1(states).view(-1, 1, self.embed_dim)  # [b*t, 1, embed]
-        w2 = self.pos_func(self.hyper_w2(states)).view(-1, self.embed_dim, 1)  # [b*t, embed, 1]
-        v = self.hyper_b2(states).view(-1, 1, 1)  # [b*t, 1, 1]
+        The hypernetworks run in the autocast dtype when autocast is on; the mixing itself (the
+        products with the agents' Q-values) in the Q-values' dtype, at least float32."""
+        b, t, _ = qvals.size()
+        dtype = th.promote_types(qvals.dtype, th.float32)
+        qvals = qvals.reshape(b * t, self.n_agents, 1).to(dtype)  # [b*t, n_agents, 1]
+        # [batch, time, state_dim]: a view even of a time slice, which the first layer reads (and
+        # under autocast casts) without a copy first
+        states = states.reshape(b, t, self.state_dim)
+        w1_hidden, b1, w2_hidden, v_hidden = self._state_layers(states)
 
-        hidden = F.elu(th.bmm(qvals, w1) + b1)  # [b*t, 1, embed]
-        q_tot = th.bmm(hidden, w2) + v  # [b*t, 1, 1]
+        w1 = self.pos_func(self.hyper_w1[2](F.relu(w1_hidden)).to(dtype))  # [b*t, n_agents*embed]
+        w2 = self.pos_func(self.hyper_w2[2](F.relu(w2_hidden)).to(dtype))  # [b*t, embed]
+        v = self.hyper_b2[2](F.relu(v_hidden)).to(dtype)  # [b*t, 1]
+
+        # Row by row [1, n_agents] @ [n_agents, embed] and [1, embed] @ [embed, 1], as products and
+        # sums: bmm is several times slower on such tiny matrices.
+        w1 = w1.view(-1, self.n_agents, self.embed_dim)  # [b*t, n_agents, embed]
+        hidden = F.elu((qvals * w1).sum(1) + b1.to(dtype))  # [b*t, embed]
+        q_tot = (hidden * w2).sum(1, keepdim=True) + v  # [b*t, 1]
         return q_tot.view(b, t, 1)  # [batch, time, 1]
+
+    def _state_layers(self, states: th.Tensor) -> list:
+        """The four hypernetwork layers that read the state, as one matmul (the state is read, and
+        under autocast cast, once): states [b, t, state_dim] -> [hyper_w1 hidden, b1, hyper_w2
+        hidden, hyper_b2 hidden], each [b*t, out_features]."""
+        layers = (self.hyper_w1[0], self.hyper_b1[0], self.hyper_w2[0], self.hyper_b2[0])
+        weight = th.cat([layer.weight for layer in layers])  # [sum of out_features, state_dim]
+        bias = th.cat([layer.bias for layer in layers])
+        outputs = F.linear(states, weight, bias)  # [b, t, sum of out_features]
+        outputs = outputs.reshape(-1, outputs.shape[-1])  # [b*t, sum of out_features]
+        return outputs.split([layer.out_features for layer in layers], dim=1)
