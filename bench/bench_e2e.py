@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as results:
         run_argv = WORKLOADS[args.workload] + [f"t_max={t_max}", f"local_results_path={results}", *args.overrides]
         result = run_workload(repo, run_argv, args.win if args.workload == "3m" else None)
-    print(f"wall-clock {result['seconds']:.1f} s, peak memory of the process tree {result['peak'] / 2**30:.2f} GiB")
+    print(f"wall-clock {result['seconds']:.1f} s, peak memory of the process tree {result['peak'] / 1e9:.2f} GB")
     if args.workload == "3m":
         for threshold in (0.8, args.win):
             if threshold in result["reached"]:
