@@ -24,5 +24,7 @@ def test_keep_freed_memory_says_whether_it_could():
 @pytest.mark.skipif(not GLIBC, reason="mallopt is glibc's")
 def test_a_freed_block_is_reused_without_page_faults():
     keep_freed_memory()
-    page_faults_of_a_64mb_temporary()  # the heap grows once
-    assert page_faults_of_a_64mb_temporary() < 100  # was 16384 (64 MB of 4 kB pages) every time
+    for _ in range(16):  # the heap grows over the first few (up to ~10 here, depending on what else it holds)
+        page_faults_of_a_64mb_temporary()
+    # without keep_freed_memory every one faults in all 16384 pages (64 MB of 4 kB pages)
+    assert max(page_faults_of_a_64mb_temporary() for _ in range(3)) < 100
