@@ -295,11 +295,7 @@ def main(argv: list) -> int:
     params = list(argv)
     try:
         config = build_config(params)
-    except UsageError as error:
-        print(f"{os.path.basename(argv[0])}: error: {error}", file=sys.stderr)
-        return USAGE_EXIT_CODE
-    updates = command_line_updates(params)
-    try:
+        updates = command_line_updates(params)
         env_names = env_arg_names(updates.get("env", config["env"]))
         check_updates(config, updates, None if env_names is None else env_names | set(config.get("env_args", {})))
     except UsageError as error:

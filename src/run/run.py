@@ -12,7 +12,6 @@ episode_limit 400):
                                    the dense batch is then freed
   buffer.sample(batch_size)     -> (once batch_size episodes are stored) a dense EpisodeBatch padded
                                    to the longest drawn episode: obs [batch_size, max L + 1, 6, 156]
-  sample[:, :max_t_filled()]    -> drops steps no drawn episode filled (none for runner episodes)
   .to(args.device)              -> learner.train(), which casts the compact fields at use
 """
 import contextlib
@@ -329,8 +328,8 @@ class TrainingLoop:
             self.buffer.insert_episode_batch(self.runner.run(test_mode=False))
 
     def learn(self) -> None:
+        # No steps to drop: the buffer pads a sample only to its longest drawn episode.
         sample = self.buffer.sample(self.args.batch_size)
-        sample = sample[:, :sample.max_t_filled()]  # drop steps no sampled episode filled
         if sample.device != self.args.device:
             sample.to(self.args.device)
         chosen = self.threads.current

@@ -144,20 +144,15 @@ class BatchArrays:
             self.batch[key][:, ts] = th.from_numpy(array[:, ts])
 
 
-_CHECKED_FIELDS = ("state", "obs", "reward")  # env outputs that must be finite
-
-
 class NonFiniteEnvOutput(ValueError):
     """An env returned NaN or inf in its observations, state or reward."""
 
 
 def check_finite(data: dict, envs: list, seeds: list, env_name: str, t: int) -> None:
     """Raise NonFiniteEnvOutput naming the field, env and episode step of the first NaN/inf in
-    the env outputs `data` ({field: [len(envs), ...]})."""
-    for key in _CHECKED_FIELDS:
-        if key not in data:
-            continue
-        values = data[key].reshape(len(envs), -1)  # [envs, values per env]
+    the env outputs `data` ({field: [len(envs), ...]}, fields among state, obs and reward)."""
+    for key, values in data.items():
+        values = values.reshape(len(envs), -1)  # [envs, values per env]
         if np.isfinite(values).all():
             continue
         row = int(np.argmin(np.isfinite(values).all(axis=1)))

@@ -170,7 +170,7 @@ def _backward_steps(factors: th.Tensor, grad_outputs: th.Tensor, dh: th.Tensor, 
     first step."""
     rows, hidden = dh.shape
     for k in range(factors.shape[0] - 1, -1, -1):
-        dh = dh + grad_outputs[k]  # the gradient of this step's output h'
+        dh.add_(grad_outputs[k])  # the gradient of this step's output h' (dh is always a fresh buffer)
         grads = factors[k]  # [rows, 5*hidden]
         for block in grads.view(rows, N_FACTORS, hidden).unbind(1):  # faster than one broadcast multiply
             block.mul_(dh)
