@@ -31,7 +31,7 @@ and gates, the QMIX mixing, the Q-values, targets and loss in float32.
 Speed (bench/bench_train_step.py: 128 corridor episodes of 100 steps, 2-core AMD EPYC; seconds per
 train step at 2 / 1 torch threads): step-wise float32 0.24-0.29 / 0.41, fused float32 0.23-0.24 / 0.40
 (float32 is bound by matmul arithmetic, ~28 GFLOP a step), fused bfloat16 0.13-0.14 / 0.19, i.e.
-1.95-2.0x / 2.15x the step-wise float32 step timed in the same run (the 2-thread figures move with
+1.91-2.03x / 2.13-2.17x the step-wise float32 step timed in the same run (the 2-thread figures move with
 the load of the shared machine; their ratio does not). The losses of bfloat16 training stay within
 about 1e-3 of float32's.
 """
