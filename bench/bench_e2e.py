@@ -38,6 +38,7 @@ WORKLOADS = {
 DEFAULT_T_MAX = {"null": 100000, "corridor": 100000, "3m": 600000}
 TEST_LINE = re.compile(r"t_env: (\d+) / \d+")
 WIN_STAT = re.compile(r"test_battle_won_mean:\s+([0-9.]+)")
+PRECISION_LINE = re.compile(r"Training step matmuls in (\S+ \(.*\))")
 POLL_S = 0.25
 
 
@@ -86,10 +87,12 @@ def run_workload(repo: str, argv: list, win: float | None) -> dict:
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     poller = MemoryPoller(process.pid)
     poller.start()
-    tests, reached, tail = [], {}, []
+    tests, reached, tail, precision = [], {}, [], "not logged"
     for line in process.stdout:
         now = time.perf_counter() - start
         tail = (tail + [line])[-30:]
+        if match := PRECISION_LINE.search(line):
+            precision = match.group(1)
         if match := TEST_LINE.search(line):
             tests.append((now, int(match.group(1))))
         if win is not None and (match := WIN_STAT.search(line)):
@@ -105,7 +108,8 @@ def run_workload(repo: str, argv: list, win: float | None) -> dict:
     poller.join()
     if process.returncode not in (0, -9):
         raise SystemExit(f"main.py failed (exit code {process.returncode}); its last lines:\n{''.join(tail)}")
-    return {"tests": tests, "reached": reached, "seconds": time.perf_counter() - start, "peak": poller.peak}
+    return {"tests": tests, "reached": reached, "seconds": time.perf_counter() - start, "peak": poller.peak,
+            "precision": precision}
 
 
 def steady_rate(tests: list, warm_steps: int) -> float:
@@ -136,6 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as results:
         run_argv = WORKLOADS[args.workload] + [f"t_max={t_max}", f"local_results_path={results}", *args.overrides]
         result = run_workload(repo, run_argv, args.win if args.workload == "3m" else None)
+    print(f"training step matmuls in {result['precision']}")
     print(f"wall-clock {result['seconds']:.1f} s, peak memory of the process tree {result['peak'] / 1e9:.2f} GB")
     if args.workload == "3m":
         for threshold in (0.8, args.win):

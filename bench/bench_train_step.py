@@ -34,11 +34,11 @@ from run.run import build_scheme  # noqa: E402
 from utils.allocator import keep_freed_memory  # noqa: E402
 
 CORRIDOR = {"n_agents": 6, "n_actions": 30, "obs_shape": 156, "state_shape": 282}
-VARIANTS = {  # name -> (train_unroll, train_bf16)
-    "stepwise": ("stepwise", False),
-    "fused": ("fused", False),
-    "fused-bf16": ("fused", True),
-    "stepwise-bf16": ("stepwise", True),
+VARIANTS = {  # name -> (train_unroll, train_precision)
+    "stepwise": ("stepwise", "float32"),
+    "fused": ("fused", "float32"),
+    "fused-bf16": ("fused", "bfloat16"),
+    "stepwise-bf16": ("stepwise", "bfloat16"),
 }
 DEFAULT_VARIANTS = ["stepwise", "fused", "fused-bf16"]
 
@@ -54,7 +54,7 @@ class QuietLogger:
         self.stats[key] = value
 
 
-def qmix_args(episode_limit: int, train_unroll: str, train_bf16: bool) -> SimpleNamespace:
+def qmix_args(episode_limit: int, train_unroll: str, train_precision: str) -> SimpleNamespace:
     """algs/qmix.yaml's learner and agent settings on corridor's sizes."""
     return SimpleNamespace(
         **CORRIDOR, episode_limit=episode_limit, device="cpu", use_cuda=False,
@@ -63,7 +63,8 @@ def qmix_args(episode_limit: int, train_unroll: str, train_bf16: bool) -> Simple
         action_selector="epsilon_greedy", epsilon_start=1.0, epsilon_finish=0.05, epsilon_anneal_time=100000,
         learner="nq_learner", mixer="qmix", mixing_embed_dim=32, hypernet_embed=64, optimizer="adam", lr=0.001,
         optim_alpha=0.99, optim_eps=1e-5, grad_norm_clip=10, gamma=0.99, td_lambda=0.6, q_lambda=False,
-        target_update_interval=200, learner_log_interval=0, train_unroll=train_unroll, train_bf16=train_bf16)
+        target_update_interval=200, learner_log_interval=0, train_unroll=train_unroll,
+        train_precision=train_precision)
 
 
 def random_batch(episodes: int, steps: int, seed: int = 0) -> EpisodeBatch:
@@ -168,8 +169,9 @@ def report_times(medians: dict, what: str, args: argparse.Namespace) -> None:
 
 def reference_variant(variant: str, variants: list) -> str:
     """What a variant's losses are compared with: its float32 counterpart, and for a float32 one stepwise."""
-    unroll, bf16 = VARIANTS[variant]
-    candidates = [name for name, settings in VARIANTS.items() if settings == (unroll, False)] if bf16 else ["stepwise"]
+    unroll, precision = VARIANTS[variant]
+    candidates = ([name for name, settings in VARIANTS.items() if settings == (unroll, "float32")]
+                  if precision == "bfloat16" else ["stepwise"])
     return next((name for name in candidates if name in variants), variants[0])
 
 

@@ -15,6 +15,7 @@ from controllers import REGISTRY as mac_REGISTRY
 from learners import REGISTRY as learner_REGISTRY
 from learners.nq_learner import UNROLLS
 from run.run import build_scheme
+from utils import th_utils
 
 th.set_num_threads(1)
 
@@ -260,7 +261,7 @@ def test_fused_and_stepwise_unroll_train_alike(overrides):
 
 def test_bf16_training_runs_close_to_float32():
     _, float_losses, float_norms = train_run()
-    learner, bf16_losses, bf16_norms = train_run(train_bf16=True)
+    learner, bf16_losses, bf16_norms = train_run(train_precision="bfloat16")
     assert all(p.dtype == th.float32 for p in learner.params)  # autocast: the weights stay float32
     assert bf16_losses != float_losses  # bfloat16 did run
     assert bf16_losses == pytest.approx(float_losses, rel=0.05)
@@ -333,3 +334,34 @@ def test_unknown_optimizer_is_rejected():
 def test_unknown_train_unroll_is_rejected():
     with pytest.raises(ValueError, match="unknown train_unroll 'loop'"):
         make_learner(train_unroll="loop")
+
+
+def test_unknown_train_precision_is_rejected():
+    with pytest.raises(ValueError, match="^train_precision='bf16' is not one of auto, float32, bfloat16: auto uses"):
+        make_learner(train_precision="bf16")
+
+
+@pytest.mark.parametrize("precision, device, flag, expected", [
+    ("auto", "cpu", "avx512_bf16", ("bfloat16", "auto: this CPU has avx512_bf16")),
+    ("auto", "cpu", None, ("float32", "auto: this CPU has no native bfloat16 instructions")),
+    ("auto", "cuda", "avx512_bf16", ("float32", "auto on cuda")),
+    ("float32", "cpu", "avx512_bf16", ("float32", "set by train_precision")),
+    ("bfloat16", "cpu", None, ("bfloat16", "set by train_precision")),
+])
+def test_train_precision_resolves_by_cpu(precision, device, flag, expected, monkeypatch):
+    monkeypatch.setattr(th_utils, "cpu_bf16_flag", lambda: flag)
+    assert th_utils.resolve_train_precision(precision, device) == expected
+
+
+def test_the_cpu_bf16_flag_is_read_from_cpuinfo(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx512f amx_bf16 avx512_bf16\n\nprocessor\t: 1\n")
+    assert th_utils.cpu_bf16_flag(str(cpuinfo)) == "avx512_bf16"
+    cpuinfo.write_text("flags\t\t: fpu sse2 avx2\n")
+    assert th_utils.cpu_bf16_flag(str(cpuinfo)) is None
+    assert th_utils.cpu_bf16_flag(str(tmp_path / "missing")) is None
+
+
+def test_the_learner_logs_its_precision():
+    learner, logger = make_learner(train_precision="bfloat16")
+    assert learner.bf16 and "Training step matmuls in bfloat16 (set by train_precision)" in logger.console_logger.messages

@@ -2,7 +2,8 @@
 
 The golden values below were logged by the code before the speed work (commit 4f09d6d: padded
 float32 replay buffer, step-wise GRUCell unroll, env workers in subprocesses) for this exact
-command; the current code must log the same learner statistics, train step by train step.
+command; the current code must log the same learner statistics, train step by train step, in
+float32, and stay close to them in bfloat16.
 """
 import glob
 import json
@@ -35,14 +36,23 @@ GOLDEN = {
 }
 
 
-@pytest.fixture(scope="module")
-def logged(tmp_path_factory) -> dict:
-    results = tmp_path_factory.mktemp("golden")
-    result = run_main(*GOLDEN_ARGS, f"local_results_path={results}", timeout=300)
+def run_golden(results: str, precision: str) -> dict:
+    """The learner statistics (sacred's info.json) of the golden command with train_precision=`precision`."""
+    result = run_main(*GOLDEN_ARGS, f"train_precision={precision}", f"local_results_path={results}", timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     (info_file,) = glob.glob(os.path.join(results, "sacred", "3m", "*", "1", "info.json"))
     with open(info_file) as f:
         return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def logged(tmp_path_factory) -> dict:
+    return run_golden(tmp_path_factory.mktemp("golden"), "float32")
+
+
+@pytest.fixture(scope="module")
+def logged_bf16(tmp_path_factory) -> dict:
+    return run_golden(tmp_path_factory.mktemp("golden_bf16"), "bfloat16")
 
 
 def test_training_steps_happen_at_the_same_env_steps(logged):
@@ -54,3 +64,12 @@ def test_learner_stats_match_the_code_before_the_speed_work(logged, stat):
     # Float tolerance only: a fused GRU sums in another order than 101 GRUCell steps, and 30 Adam
     # steps carry such differences along; a change of semantics moves these values by far more.
     assert logged[stat] == pytest.approx(GOLDEN[stat], rel=1e-3, abs=1e-4)
+
+
+@pytest.mark.parametrize("stat", sorted(GOLDEN))
+def test_bfloat16_training_follows_the_float32_trajectory(logged_bf16, stat):
+    # What train_precision=bfloat16 (auto's choice on CPUs with native bfloat16) changes: measured
+    # on this command, at most 3.4% on a loss, 2.5% on a gradient norm, 0.003 on a Q or target mean
+    # after 30 Adam steps, the first step within 1e-3. A semantic change moves them by far more.
+    assert logged_bf16["loss_td_T"] == GOLDEN_T
+    assert logged_bf16[stat] == pytest.approx(GOLDEN[stat], rel=0.1, abs=0.01)

@@ -5,7 +5,7 @@ bootstraps; e.g. SMAC corridor with qmix.yaml: bs 128, n_agents 6, n_actions 30,
 input 192, hidden 64, rows = bs*n_agents = 768):
   batch fields             -> rewards/terminated/mask [bs, T-1, 1], actions [bs, T-1, n_agents, 1] (as long)
   agent inputs, once       -> [obs_t, one-hot a_{t-1} (zeros at t=0), one-hot id] [bs, T, n_agents, input],
-                              stored time-major (in bfloat16 with train_bf16) and shared by the online
+                              stored time-major (in bfloat16 when training in it) and shared by the online
                               and the target controller (mac.build_sequence_inputs)
   each controller's fused pass (agent.forward_sequence; the online one with gradients, the target one without):
     fc1 + ReLU, all steps  -> [T, bs, n_agents, hidden], viewed as x [T, rows, hidden]
@@ -26,8 +26,9 @@ input 192, hidden 64, rows = bs*n_agents = 768):
 
 train_unroll "stepwise" runs mac.forward once per step instead, as the runner does while acting:
 the straightforward reference the fused pass is tested against (same values up to float rounding).
-train_bf16 runs the networks under bfloat16 autocast: their matmuls in bfloat16; the GRU's memory
-and gates, the QMIX mixing, the Q-values, targets and loss in float32.
+train_precision "bfloat16" (what "auto" picks on a CPU with native bfloat16 instructions) runs the
+networks under bfloat16 autocast: their matmuls in bfloat16; the GRU's memory and gates, the QMIX
+mixing, the Q-values, targets and loss in float32. "float32" is PyMARL2's arithmetic throughout.
 Speed (bench/bench_train_step.py: 128 corridor episodes of 100 steps, 2-core AMD EPYC; seconds per
 train step at 2 / 1 torch threads): step-wise float32 0.24-0.29 / 0.41, fused float32 0.23-0.24 / 0.40
 (float32 is bound by matmul arithmetic, ~28 GFLOP a step), fused bfloat16 0.13-0.14 / 0.19, i.e.
@@ -46,6 +47,7 @@ from torch.optim import Adam, RMSprop
 from components.episode_buffer import EpisodeBatch
 from modules.mixers import REGISTRY as mixer_REGISTRY
 from utils.rl_utils import build_q_lambda_targets, build_td_lambda_targets
+from utils.th_utils import resolve_train_precision
 
 OPTIMISERS = ("adam", "rmsprop")
 UNROLLS = ("fused", "stepwise")  # train_unroll: how the controllers run over the batch's episodes
@@ -92,7 +94,10 @@ class NQLearner:
         self.unroll = getattr(args, "train_unroll", "fused")
         if self.unroll not in UNROLLS:
             raise ValueError(f"unknown train_unroll '{self.unroll}'; use one of: {', '.join(UNROLLS)}")
-        self.bf16 = getattr(args, "train_bf16", False)
+        # Args without the key (hand-built ones, PyMARL2 configs) train in float32; default.yaml says auto.
+        precision, why = resolve_train_precision(getattr(args, "train_precision", "float32"), args.device)
+        self.bf16 = precision == "bfloat16"
+        logger.console_logger.info(f"Training step matmuls in {precision} ({why})")
         self.last_target_update_episode = 0
         self.log_stats_t = -args.learner_log_interval - 1
 
@@ -180,7 +185,7 @@ class NQLearner:
             return mixer(agent_qs, states).float()
 
     def _autocast(self, on: EpisodeBatch | th.Tensor):
-        """bfloat16 autocast on the device of `on` when train_bf16 is set (networks only: the
+        """bfloat16 autocast on the device of `on` when training in bfloat16 (networks only: the
         targets and the loss stay in float32), else a no-op context."""
         return th.autocast(device_type=th.device(on.device).type, dtype=th.bfloat16, enabled=self.bf16)
 

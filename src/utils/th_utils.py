@@ -13,3 +13,35 @@ def autocast_dtype(device: th.device) -> th.dtype | None:
     """The dtype autocast gives matmuls on `device` right now; None when autocast is off there."""
     device_type = th.device(device).type
     return th.get_autocast_dtype(device_type) if th.is_autocast_enabled(device_type) else None
+
+
+TRAIN_PRECISIONS = ("auto", "float32", "bfloat16")
+CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # x86 instructions that multiply bfloat16 natively
+
+
+def cpu_bf16_flag(cpuinfo: str = "/proc/cpuinfo") -> str | None:
+    """The first of CPU_BF16_FLAGS this CPU has (read from `cpuinfo`; None where unreadable, e.g. not Linux)."""
+    try:
+        with open(cpuinfo) as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return None
+    return next((flag for flag in CPU_BF16_FLAGS if flag in flags), None)
+
+
+def resolve_train_precision(precision: str, device: str, bf16_flag: str | None = None) -> tuple[str, str]:
+    """(dtype of the training step's matmuls, "float32" or "bfloat16", and why) for the config key
+    train_precision on `device`. "auto" is bfloat16 on a CPU with native bfloat16 instructions
+    (bf16_flag, default: read from /proc/cpuinfo), where it halves the step; float32 elsewhere:
+    emulated bfloat16 is slower, and the bfloat16 path is untested on GPUs."""
+    if precision not in TRAIN_PRECISIONS:
+        raise ValueError(f"train_precision={precision!r} is not one of {', '.join(TRAIN_PRECISIONS)}: auto uses "
+                         f"bfloat16 where the CPU multiplies it natively, float32 elsewhere")
+    if precision != "auto":
+        return precision, "set by train_precision"
+    if th.device(device).type != "cpu":
+        return "float32", f"auto on {device}"
+    flag = bf16_flag if bf16_flag is not None else cpu_bf16_flag()
+    if flag is None:
+        return "float32", "auto: this CPU has no native bfloat16 instructions"
+    return "bfloat16", f"auto: this CPU has {flag}"
