@@ -29,12 +29,11 @@ the straightforward reference the fused pass is tested against (same values up t
 train_precision "bfloat16" (what "auto" picks on a CPU with native bfloat16 instructions) runs the
 networks under bfloat16 autocast: their matmuls in bfloat16; the GRU's memory and gates, the QMIX
 mixing, the Q-values, targets and loss in float32. "float32" is PyMARL2's arithmetic throughout.
-Speed (bench/bench_train_step.py: 128 corridor episodes of 100 steps, 2-core AMD EPYC; seconds per
-train step at 2 / 1 torch threads): step-wise float32 0.24-0.29 / 0.41, fused float32 0.23-0.24 / 0.40
-(float32 is bound by matmul arithmetic, ~28 GFLOP a step), fused bfloat16 0.13-0.14 / 0.19, i.e.
-1.91-2.03x / 2.13-2.17x the step-wise float32 step timed in the same run (the 2-thread figures move with
-the load of the shared machine; their ratio does not). The losses of bfloat16 training stay within
-about 1e-3 of float32's.
+Speed (bench/bench_train_step.py: 128 corridor episodes of 100 steps, 2-core AMD EPYC with
+avx512_bf16; seconds per train step at 2 / 1 torch threads): step-wise float32 0.25 / 0.41, fused
+float32 0.23 / 0.40 (float32 is bound by matmul arithmetic, ~28 GFLOP a step), fused bfloat16
+0.12-0.14 / 0.18-0.19, i.e. 1.94-2.04x (median 2.0x) / 2.14-2.22x the step-wise float32 step timed
+in the same run. The losses of bfloat16 training stay within a few 1e-3 of float32's over a batch.
 """
 import copy
 import os
