@@ -32,7 +32,7 @@ mixing, the Q-values, targets and loss in float32. "float32" is PyMARL2's arithm
 Speed (bench/bench_train_step.py: 128 corridor episodes of 100 steps, 2-core AMD EPYC with
 avx512_bf16; seconds per train step at 2 / 1 torch threads): step-wise float32 0.25 / 0.41, fused
 float32 0.23 / 0.40 (float32 is bound by matmul arithmetic, ~28 GFLOP a step), fused bfloat16
-0.12-0.14 / 0.18-0.19, i.e. 1.94-2.04x (median 2.0x) / 2.14-2.22x the step-wise float32 step timed
+0.12-0.14 / 0.18-0.19, i.e. 1.94-2.04x (median 1.99x) / 2.14-2.22x the step-wise float32 step timed
 in the same run. The losses of bfloat16 training stay within a few 1e-3 of float32's over a batch.
 """
 import copy
