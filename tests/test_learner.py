@@ -344,7 +344,7 @@ def test_unknown_train_precision_is_rejected():
 @pytest.mark.parametrize("precision, device, flag, expected", [
     ("auto", "cpu", "avx512_bf16", ("bfloat16", "auto: this CPU has avx512_bf16")),
     ("auto", "cpu", None, ("float32", "auto: this CPU has no native bfloat16 instructions")),
-    ("auto", "cuda", "avx512_bf16", ("float32", "auto on cuda")),
+    ("auto", "cuda", "avx512_bf16", ("float32", "auto: bfloat16 is untested on cuda")),
     ("float32", "cpu", "avx512_bf16", ("float32", "set by train_precision")),
     ("bfloat16", "cpu", None, ("bfloat16", "set by train_precision")),
 ])

@@ -1,4 +1,4 @@
-"""Small torch helpers shared by the agents, controllers and mixers."""
+"""Small torch helpers shared by the agents, controllers, mixers and learners."""
 import torch as th
 import torch.nn as nn
 
@@ -29,19 +29,19 @@ def cpu_bf16_flag(cpuinfo: str = "/proc/cpuinfo") -> str | None:
     return next((flag for flag in CPU_BF16_FLAGS if flag in flags), None)
 
 
-def resolve_train_precision(precision: str, device: str, bf16_flag: str | None = None) -> tuple[str, str]:
+def resolve_train_precision(precision: str, device: str) -> tuple[str, str]:
     """(dtype of the training step's matmuls, "float32" or "bfloat16", and why) for the config key
     train_precision on `device`. "auto" is bfloat16 on a CPU with native bfloat16 instructions
-    (bf16_flag, default: read from /proc/cpuinfo), where it halves the step; float32 elsewhere:
-    emulated bfloat16 is slower, and the bfloat16 path is untested on GPUs."""
+    (cpu_bf16_flag), where it halves the step; float32 elsewhere: emulated bfloat16 is slower,
+    and the bfloat16 path is untested on GPUs."""
     if precision not in TRAIN_PRECISIONS:
         raise ValueError(f"train_precision={precision!r} is not one of {', '.join(TRAIN_PRECISIONS)}: auto uses "
                          f"bfloat16 where the CPU multiplies it natively, float32 elsewhere")
     if precision != "auto":
         return precision, "set by train_precision"
     if th.device(device).type != "cpu":
-        return "float32", f"auto on {device}"
-    flag = bf16_flag if bf16_flag is not None else cpu_bf16_flag()
+        return "float32", f"auto: bfloat16 is untested on {device}"
+    flag = cpu_bf16_flag()
     if flag is None:
         return "float32", "auto: this CPU has no native bfloat16 instructions"
     return "bfloat16", f"auto: this CPU has {flag}"
