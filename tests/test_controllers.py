@@ -1,5 +1,6 @@
 """Multi-agent controllers and the RNN agents: input construction, action choice, memory, and
 the fused sequence pass against the step-by-step one."""
+import copy
 from types import SimpleNamespace
 
 import pytest
@@ -223,6 +224,21 @@ def test_forward_sequence_matches_stepwise_forward(overrides):
     assert fused.shape == (3, T, N_AGENTS, N_ACTIONS)
     assert th.allclose(fused, unroll_stepwise(mac, batch), rtol=0, atol=1e-5)
     assert th.equal(mac.build_sequence_inputs(batch)[:, 3], mac._build_inputs(batch, 3))
+
+
+@pytest.mark.parametrize("overrides", [{}, {"use_layer_norm": True}, {"agent": "rnn", "obs_agent_id": False}],
+                         ids=["plain", "layer_norm", "rnn-no_agent_id"])
+def test_forward_sequence_pair_gives_both_controllers_outputs(overrides):
+    batch = make_batch(lengths=(T - 1, 2, 4))
+    mac = NMAC(batch.scheme, batch.groups, make_args(**overrides))
+    other = copy.deepcopy(mac)
+    with th.no_grad():
+        for parameter in other.parameters():
+            parameter.add_(0.1 * th.randn_like(parameter))  # a target network some updates behind
+    outputs, other_outputs = mac.forward_sequence_pair(other, batch)
+    assert th.allclose(outputs, mac.forward_sequence(batch), rtol=0, atol=1e-6)
+    assert th.allclose(other_outputs, other.forward_sequence(batch), rtol=0, atol=1e-6)
+    assert outputs.requires_grad and not other_outputs.requires_grad
 
 
 def test_sequence_inputs_are_time_major_and_in_the_autocast_dtype():

@@ -1,11 +1,12 @@
 """gru_sequence, the GRU over whole sequences with a hand-written backward: its values and gradients
 against nn.GRUCell run step by step under autograd (and against finite differences), in float64 and
-float32, from zero or given memory, over one or several chunks; its no-grad and bfloat16 paths."""
+float32, from zero or given memory, over one or several chunks; its no-grad and bfloat16 paths;
+the pair of GRUs stepped in one loop."""
 import pytest
 import torch as th
 
 import modules.agents.gru_sequence as gru_module
-from modules.agents.gru_sequence import gru_sequence
+from modules.agents.gru_sequence import gru_sequence, gru_sequence_pair
 from modules.agents.n_rnn_agent import NRNNAgent
 from test_controllers import make_args
 
@@ -134,3 +135,39 @@ def test_a_second_backward_is_refused():
 def test_a_cell_without_biases_is_rejected():
     with pytest.raises(ValueError, match="needs a GRUCell with biases"):
         gru_sequence(th.nn.GRUCell(INPUT, HIDDEN, bias=False), th.randn(T, ROWS, INPUT))
+
+
+@pytest.mark.parametrize("dtype", [th.float64, th.float32, th.bfloat16], ids=["float64", "float32", "bfloat16"])
+def test_a_pair_gives_what_each_gives_alone(dtype, chunk_rows):
+    """The second GRU (zero memory, no gradients) beside the first changes neither's values nor
+    the first one's gradients; bfloat16 = matmul dtype, the cells and memory in float32."""
+    cell_dtype = th.float32 if dtype == th.bfloat16 else dtype
+    cell, x, h0, weights = make_problem(cell_dtype, with_h0=True)
+    other, other_x, _, _ = make_problem(cell_dtype, with_h0=False, seed=1)
+    alone = values_and_grads(lambda *args: gru_sequence(*args, dtype=dtype), cell, x, h0, weights)
+    with th.no_grad():
+        other_alone = gru_sequence(other, other_x, dtype=dtype)
+
+    outputs = {}
+
+    def paired(*args):
+        outputs["first"], outputs["other"] = gru_sequence_pair(*args, dtype=dtype, other=(other, other_x))
+        return outputs["first"]
+
+    together = values_and_grads(paired, cell, x, h0, weights)
+    tolerance = {th.float64: 1e-12, th.float32: 1e-6, th.bfloat16: 1e-6}[dtype]
+    for got, expected in zip(together, alone, strict=True):
+        assert th.allclose(got, expected, rtol=0, atol=tolerance)
+    assert th.allclose(outputs["other"], other_alone, rtol=0, atol=tolerance)
+    assert not outputs["other"].requires_grad and all(p.grad is None for p in other.parameters())
+
+
+def test_a_pair_without_gradients_gives_the_same_values(chunk_rows):
+    cell, x, _, _ = make_problem(th.float32, with_h0=False)
+    other, other_x, _, _ = make_problem(th.float32, with_h0=False, seed=1)
+    with_grad = gru_sequence_pair(cell, x, other=(other, other_x))
+    with th.no_grad():
+        without = gru_sequence_pair(cell, x, other=(other, other_x))
+    assert with_grad[0].grad_fn is not None and without[0].grad_fn is None
+    for got, expected in zip(without, with_grad, strict=True):
+        assert th.equal(got, expected.detach())

@@ -120,6 +120,11 @@ class TableMAC:
     def forward_sequence(self, batch, inputs=None):
         return self.agent.q.expand(batch.batch_size, -1, -1, -1)  # [bs, T, n_agents, n_actions]
 
+    def forward_sequence_pair(self, other, batch, inputs=None):
+        with th.no_grad():
+            other_out = other.forward_sequence(batch, inputs)
+        return self.forward_sequence(batch, inputs), other_out
+
     def parameters(self):
         return self.agent.parameters()
 

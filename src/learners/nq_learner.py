@@ -7,12 +7,14 @@ input 192, hidden 64, rows = bs*n_agents = 768):
   agent inputs, once       -> [obs_t, one-hot a_{t-1} (zeros at t=0), one-hot id] [bs, T, n_agents, input],
                               stored time-major (in bfloat16 when training in it) and shared by the online
                               and the target controller (mac.build_sequence_inputs)
-  each controller's fused pass (agent.forward_sequence; the online one with gradients, the target one without):
-    fc1 + ReLU, all steps  -> [T, bs, n_agents, hidden], viewed as x [T, rows, hidden]
-    GRU (gru_sequence)     -> memory after each step [T, rows, hidden] in float32, chunk by chunk
+  the controllers' fused pass (mac.forward_sequence_pair: the online one with gradients, the target one
+  without):
+    fc1 + ReLU, all steps  -> [T, bs, n_agents, hidden] per network, viewed as x [T, rows, hidden]
+    GRUs (gru_sequence_pair) -> memory after each step [T, rows, hidden] in float32, chunk by chunk
                               (16 steps here): the chunk's input projections [16, rows, 3*hidden] in
-                              one matmul, then per step W_hh h [rows, 3*hidden] and the gates; the
-                              online pass also keeps its backward's factors [16, rows, 5*hidden]
+                              one matmul per network, then per step W_hh h [2, rows, 3*hidden] for both
+                              networks in one batched matmul and the gates; the online network's
+                              backward factors [16, rows, 5*hidden] are kept
     (LayerNorm,) fc2       -> mac_out, target_mac_out [bs, T, n_agents, n_actions] (views of time-major)
   chosen actions           -> chosen_action_qvals [bs, T-1, n_agents]
   double-Q evaluation      -> online greedy action among the available ones [bs, T, n_agents, 1],
@@ -173,9 +175,7 @@ class NQLearner:
                     target_mac_out = unroll_stepwise(self.target_mac, batch)
             else:
                 inputs = self.mac.build_sequence_inputs(batch)  # [bs, T, n_agents, input], shared
-                mac_out = self.mac.forward_sequence(batch, inputs)
-                with th.no_grad():
-                    target_mac_out = self.target_mac.forward_sequence(batch, inputs)
+                mac_out, target_mac_out = self.mac.forward_sequence_pair(self.target_mac, batch, inputs)
         return mac_out.float(), target_mac_out.float()
 
     def _mix(self, mixer: th.nn.Module, agent_qs: th.Tensor, states: th.Tensor) -> th.Tensor:

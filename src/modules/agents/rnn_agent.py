@@ -3,7 +3,8 @@
 forward runs one step (acting); forward_sequence runs whole episodes (training) with the same
 weights and math: the layers without memory (fc1, fc2) see all steps in one matmul each, and only
 the GRU's recurrence steps through time (gru_sequence: the GRUCell's math with a hand-written
-backward pass).
+backward pass). forward_sequence_pair runs a second agent (the learner's target network) beside
+it, their GRUs in one loop.
 """
 from types import SimpleNamespace
 
@@ -13,7 +14,7 @@ import torch.nn.functional as F
 
 from utils.th_utils import autocast_dtype
 
-from .gru_sequence import gru_sequence
+from .gru_sequence import gru_sequence, gru_sequence_pair
 
 
 class RNNAgent(nn.Module):
@@ -45,21 +46,39 @@ class RNNAgent(nn.Module):
         """inputs [bs, T, n_agents, input], hidden_state [bs, n_agents, hidden] before step 0
         (None = zeros) → q [bs, T, n_agents, n_actions]: what T calls of forward would give. The
         steps are processed time-major: inputs laid out so in memory are read in place, and q is a
-        view of a time-major tensor."""
-        bs, steps, n_agents, _ = inputs.shape
-        x = F.relu(self.fc1(inputs.transpose(0, 1)))  # [T, bs, n_agents, hidden]
-        x = x.reshape(steps, bs * n_agents, self.hidden_dim)  # [T, bs*n_agents, hidden]
+        view of a time-major tensor. Under autocast the GRU's matmuls run in autocast's dtype, its
+        gates and memory in the cell's."""
+        bs, _, n_agents, _ = inputs.shape
         if hidden_state is not None:
             hidden_state = hidden_state.reshape(bs * n_agents, self.hidden_dim)  # [bs*n_agents, hidden]
-        h = self._recur(x, hidden_state)  # [T, bs*n_agents, hidden]
+        x = self._sequence_features(inputs)  # [T, bs*n_agents, hidden]
+        h = gru_sequence(self.rnn, x, hidden_state, autocast_dtype(inputs.device))  # [T, bs*n_agents, hidden]
+        return self._sequence_q(h, bs, n_agents)
+
+    def forward_sequence_pair(self, other: "RNNAgent", inputs: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+        """forward_sequence of this agent (with gradients) and of `other`, an agent of the same
+        sizes (the target network; without gradients), on the same inputs from zero memory: their
+        GRUs step through time in one loop (gru_sequence_pair). Two [bs, T, n_agents, n_actions]."""
+        bs, _, n_agents, _ = inputs.shape
+        x = self._sequence_features(inputs)  # [T, bs*n_agents, hidden]
+        with th.no_grad():
+            other_x = other._sequence_features(inputs)
+        h, other_h = gru_sequence_pair(self.rnn, x, None, autocast_dtype(inputs.device),
+                                       other=(other.rnn, other_x))  # [T, bs*n_agents, hidden] each
+        q = self._sequence_q(h, bs, n_agents)
+        with th.no_grad():
+            return q, other._sequence_q(other_h, bs, n_agents)
+
+    def _sequence_features(self, inputs: th.Tensor) -> th.Tensor:
+        """The GRU's inputs for every step: inputs [bs, T, n_agents, input] → [T, bs*n_agents, hidden]."""
+        bs, steps, n_agents, _ = inputs.shape
+        x = F.relu(self.fc1(inputs.transpose(0, 1)))  # [T, bs, n_agents, hidden]
+        return x.reshape(steps, bs * n_agents, self.hidden_dim)  # [T, bs*n_agents, hidden]
+
+    def _sequence_q(self, h: th.Tensor, bs: int, n_agents: int) -> th.Tensor:
+        """The GRU memory after each step [T, bs*n_agents, hidden] → q [bs, T, n_agents, n_actions], a view."""
         q = self.fc2(self._q_features(h))  # [T, bs*n_agents, n_actions]
-        return q.view(steps, bs, n_agents, -1).transpose(0, 1)  # [bs, T, n_agents, n_actions], a view
-
-    def _recur(self, x: th.Tensor, hidden_state: th.Tensor | None) -> th.Tensor:
-        """The GRU memory after each step: x [T, rows, hidden] → [T, rows, hidden], in the cell's dtype.
-
-        Under autocast the GRU's matmuls run in autocast's dtype, its gates and memory in the cell's."""
-        return gru_sequence(self.rnn, x, hidden_state, autocast_dtype(x.device))
+        return q.view(h.shape[0], bs, n_agents, -1).transpose(0, 1)  # [bs, T, n_agents, n_actions]
 
     def _q_features(self, h: th.Tensor) -> th.Tensor:
         """What the output layer sees of the new memory; subclasses may normalise it."""
