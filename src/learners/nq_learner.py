@@ -32,10 +32,10 @@ train_precision "bfloat16" (what "auto" picks on a CPU with native bfloat16 inst
 networks under bfloat16 autocast: their matmuls in bfloat16; the GRU's memory and gates, the QMIX
 mixing, the Q-values, targets and loss in float32. "float32" is PyMARL2's arithmetic throughout.
 Speed (bench/bench_train_step.py: 128 corridor episodes of 100 steps, 2-core AMD EPYC with
-avx512_bf16; seconds per train step at 2 / 1 torch threads): step-wise float32 0.25 / 0.41, fused
-float32 0.23 / 0.40 (float32 is bound by matmul arithmetic, ~28 GFLOP a step), fused bfloat16
-0.12-0.14 / 0.18-0.19, i.e. 1.94-2.04x (median 1.99x) / 2.14-2.22x the step-wise float32 step timed
-in the same run. The losses of bfloat16 training stay within a few 1e-3 of float32's over a batch.
+avx512_bf16; seconds per train step at 2 / 1 torch threads): step-wise float32 0.24 / 0.38-0.40,
+fused float32 0.22 / 0.37-0.39 (float32 is bound by matmul arithmetic, ~28 GFLOP a step), fused
+bfloat16 0.12 / 0.18, i.e. 2.00-2.10x (median 2.04x) / 2.17-2.26x the step-wise float32 step timed in
+the same run. The losses of bfloat16 training stay within a few 1e-3 of float32's over a batch.
 """
 import copy
 import os
