@@ -2,7 +2,8 @@
 
 Usage (from the repository root):
     python bench/bench_buffer.py [--buffer-size 5000] [--episode-length 100] [--spread 0]
-                                 [--batch-size 128] [--batch-size-run 8] [--old-rows 256] [--save]
+                                 [--batch-size 128] [--batch-size-run 8] [--old-rows 256] [--repeats 10]
+                                 [--save] [--seed 0]
 
 Fills a ReplayBuffer (run.build_scheme's scheme for the null env's corridor shapes: 6 agents, 30
 actions, obs 156, state 282, episode_limit 400) by inserting dense runner-like batches of
@@ -35,6 +36,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 from components.episode_buffer import EpisodeBatch, ReplayBuffer  # noqa: E402  (needs src/ on sys.path)
 from components.transforms import OneHot  # noqa: E402
 from envs.null_env import NullEnv  # noqa: E402
+from run import checkpoint  # noqa: E402
 from run.run import build_scheme  # noqa: E402
 
 GB = 1e9
@@ -126,11 +128,11 @@ def save_and_load(buffer: ReplayBuffer, scheme: dict) -> tuple:
     """(file bytes, save seconds, load seconds) of the buffer's checkpoint file, as run.py writes and reads it."""
     fresh = ReplayBuffer(scheme, buffer.groups, buffer.buffer_size, buffer.max_seq_length, buffer.preprocess)
     with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "buffer.pt")
+        path = os.path.join(folder, checkpoint.BUFFER_FILE)
         start = time.perf_counter()
         th.save(buffer.state_dict(), path)
         saved = time.perf_counter()
-        fresh.load_state_dict(th.load(path, map_location="cpu", weights_only=True, mmap=True))
+        checkpoint.load_buffer_state(fresh, checkpoint.load_file(folder, checkpoint.BUFFER_FILE, mmap=True), folder)
         loaded = time.perf_counter()
         return os.path.getsize(path), saved - start, loaded - saved
 

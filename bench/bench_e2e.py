@@ -1,10 +1,13 @@
 """End-to-end training speed, memory and time-to-win of `src/main.py` with algs/qmix.yaml unchanged.
 
 Usage (from the repository root):
+    python bench/bench_e2e.py {null,corridor,3m} [--t-max N] [--warm-steps 30000] [--win 0.95]
+                              [--repo PATH] [KEY=VALUE ...]  # KEY=VALUE: main.py `with` overrides
     python bench/bench_e2e.py null [--t-max 100000]     # zero-cost env with corridor's shapes
     python bench/bench_e2e.py corridor [--t-max 100000] # built-in SMAC simulator, corridor
     python bench/bench_e2e.py 3m [--t-max 600000]       # built-in simulator, 3m: time to win
     python bench/bench_e2e.py null --repo ../old-checkout  # the same run on another checkout
+    python bench/bench_e2e.py null train_precision=float32  # with a config override
 
 Each workload runs main.py once in a subprocess and reads its console: the time at which each
 test starts ("t_env: N / t_max") gives the steady rate, env steps per second between the first
@@ -132,7 +135,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_intermixed_args(argv)
     t_max = args.t_max or DEFAULT_T_MAX[args.workload]
     repo = os.path.abspath(args.repo)
-    shown = " ".join([f"--t-max {t_max}"] + ([f"--repo {args.repo}"] if args.repo != REPO else []) + args.overrides)
+    shown = " ".join([f"--t-max {t_max}", f"--warm-steps {args.warm_steps}", f"--win {args.win}"]
+                     + ([f"--repo {args.repo}"] if args.repo != REPO else []) + args.overrides)
     print(f"command: python bench/bench_e2e.py {args.workload} {shown}")
     print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, "
           f"{psutil.virtual_memory().total / 2**30:.0f} GiB, Python {platform.python_version()}")

@@ -2,7 +2,7 @@
 
 Usage (from the repository root):
     python bench/bench_runner.py [--cases null:corridor sc2:3m sc2:corridor] [--runs 6]
-                                 [--batch-size-run 8] [--acting-threads 1 2]
+                                 [--batch-size-run 8] [--seed 0] [--threads N] [--acting-threads 1 2]
 
 Each case is ENV_CONFIG:MAP (src/config/envs/<ENV_CONFIG>.yaml; SMAC maps play on the built-in
 simulator). The runner is the one main.py builds from algs/qmix.yaml, with the real n_mac at
@@ -31,6 +31,7 @@ from main import build_config  # noqa: E402
 from run.run import build_scheme  # noqa: E402
 from runners.parallel_runner import ParallelRunner  # noqa: E402
 from utils.logging import Logger  # noqa: E402
+from utils.threads import torch_threads  # noqa: E402
 
 DEFAULT_CASES = ("null:corridor", "sc2:3m", "sc2:corridor")
 MODES = ("main", "workers")
@@ -96,16 +97,14 @@ def bench_case(case: str, runs: int, batch_size_run: int, seed: int,
 def timed_acting(runner: ParallelRunner, threads: int) -> float:
     """ms per mac.select_actions call (all envs, the agent network and epsilon-greedy) with `threads`
     torch threads, replaying the steps of the runner's last batch that all its episodes reached."""
-    previous = th.get_num_threads()
-    th.set_num_threads(threads)
-    steps = int(runner.batch["filled"].sum(dim=1).min())
-    runner.mac.init_hidden(batch_size=runner.batch_size)
-    start = time.perf_counter()
-    with th.no_grad():
-        for t in range(steps):
-            runner.mac.select_actions(runner.batch, t_ep=t, t_env=runner.t_env, bs=list(range(runner.batch_size)))
-    seconds = time.perf_counter() - start
-    th.set_num_threads(previous)
+    with torch_threads(threads):
+        steps = int(runner.batch["filled"].sum(dim=1).min())
+        runner.mac.init_hidden(batch_size=runner.batch_size)
+        start = time.perf_counter()
+        with th.no_grad():
+            for t in range(steps):
+                runner.mac.select_actions(runner.batch, t_ep=t, t_env=runner.t_env, bs=list(range(runner.batch_size)))
+        seconds = time.perf_counter() - start
     return 1e3 * seconds / steps
 
 

@@ -1,11 +1,13 @@
 """Seconds per NQLearner.train step: step-wise vs fused unroll, float32 vs bfloat16, 2 vs 1 threads.
 
 Usage (from the repository root):
-    python bench/bench_train_step.py [--episodes 128] [--steps 100] [--repeats 5] [--threads 2 1]
+    python bench/bench_train_step.py [--episodes 128] [--steps 100] [--repeats 5] [--warmup 2]
+                                     [--threads 2 1] [--variants stepwise fused fused-bf16]
 
-One learner per variant, built with algs/qmix.yaml's settings (n_rnn agent, QMIX mixer, Adam lr 0.001,
-TD(lambda) 0.6) and SMAC corridor's sizes (6 agents, 30 actions, obs 156, state 282), all starting
-from the same weights and trained on the same random EpisodeBatch (scheme of run.build_scheme).
+One learner per variant, built from main.py's merged config for algs/qmix.yaml (n_rnn agent, QMIX
+mixer, Adam lr 0.001, TD(lambda) 0.6) and SMAC corridor's sizes (the null env's: 6 agents, 30
+actions, obs 156, state 282), all starting from the same weights and trained on the same random
+EpisodeBatch (scheme of run.build_scheme).
 Each timing round runs one train call of every variant and thread count in turn, so load from
 other processes hits them alike; the figures are medians over the rounds after the warm-up, in
 wall-clock and in CPU seconds (less sensitive to other processes; with 2 threads it counts both).
@@ -29,11 +31,21 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 from components.episode_buffer import EpisodeBatch  # noqa: E402
 from controllers import REGISTRY as mac_REGISTRY  # noqa: E402
+from envs.null_env import NullEnv  # noqa: E402
 from learners import REGISTRY as le_REGISTRY  # noqa: E402
+from main import build_config  # noqa: E402
 from run.run import build_scheme  # noqa: E402
 from utils.allocator import keep_freed_memory  # noqa: E402
 
-CORRIDOR = {"n_agents": 6, "n_actions": 30, "obs_shape": 156, "state_shape": 282}
+
+def corridor_sizes() -> dict:
+    """SMAC corridor's agent, action, observation and state sizes, as the null env gives them (the
+    episode_limit is the benchmark's own --steps)."""
+    info = NullEnv(map_name="corridor").get_env_info()
+    return {key: info[key] for key in ("n_agents", "n_actions", "obs_shape", "state_shape")}
+
+
+CORRIDOR = corridor_sizes()
 VARIANTS = {  # name -> (train_unroll, train_precision)
     "stepwise": ("stepwise", "float32"),
     "fused": ("fused", "float32"),
@@ -55,16 +67,12 @@ class QuietLogger:
 
 
 def qmix_args(episode_limit: int, train_unroll: str, train_precision: str) -> SimpleNamespace:
-    """algs/qmix.yaml's learner and agent settings on corridor's sizes."""
-    return SimpleNamespace(
-        **CORRIDOR, episode_limit=episode_limit, device="cpu", use_cuda=False,
-        mac="n_mac", agent="n_rnn", agent_output_type="q", rnn_hidden_dim=64, obs_last_action=True,
-        obs_agent_id=True, use_layer_norm=False, use_orthogonal=False, gain=0.01,
-        action_selector="epsilon_greedy", epsilon_start=1.0, epsilon_finish=0.05, epsilon_anneal_time=100000,
-        learner="nq_learner", mixer="qmix", mixing_embed_dim=32, hypernet_embed=64, optimizer="adam", lr=0.001,
-        optim_alpha=0.99, optim_eps=1e-5, grad_norm_clip=10, gamma=0.99, td_lambda=0.6, q_lambda=False,
-        target_update_interval=200, learner_log_interval=0, train_unroll=train_unroll,
-        train_precision=train_precision)
+    """main.py's merged config for qmix on the null env (the settings a run trains with) on corridor's
+    sizes, on the CPU, logging every train call's stats (learner_log_interval 0) for the loss report."""
+    config = build_config(["--config=qmix", "--env-config=null"])
+    config.update(CORRIDOR, episode_limit=episode_limit, device="cpu", use_cuda=False, learner_log_interval=0,
+                  train_unroll=train_unroll, train_precision=train_precision)
+    return SimpleNamespace(**config)
 
 
 def random_batch(episodes: int, steps: int, seed: int = 0) -> EpisodeBatch:

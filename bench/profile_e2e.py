@@ -1,7 +1,7 @@
 """Where the time of a training run goes: `src/main.py` under cProfile, summed by stage.
 
 Usage (from the repository root):
-    python bench/profile_e2e.py [--t-max 60000] [--repo PATH] [-- main.py arguments]
+    python bench/profile_e2e.py [--t-max 60000] [--repo PATH] [--top 15] [-- main.py arguments]
     e.g. python bench/profile_e2e.py -- --config=qmix --env-config=sc2 with env_args.map_name=3m
 
 Runs main.py (default: algs/qmix.yaml on the zero-cost null env with corridor's shapes) in a
@@ -19,8 +19,9 @@ import subprocess
 import sys
 import tempfile
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_ARGS = ["--config=qmix", "--env-config=null", "with", "env_args.map_name=corridor"]
+from bench_e2e import REPO, WORKLOADS  # bench/ is on sys.path when this script runs
+
+DEFAULT_ARGS = WORKLOADS["null"]  # bench_e2e's null workload: qmix on the null env with corridor's shapes
 # (label, file suffix, function name): the stages of TrainingLoop.iterate and what they call.
 STAGES = [
     ("whole run (sacred entry, set-up included)", "run/run.py", "run"),
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     repo = os.path.abspath(args.repo)
     main_args = args.main_args or DEFAULT_ARGS
     print(f"command: python bench/profile_e2e.py --t-max {args.t_max}"
-          f"{'' if args.repo == REPO else ' --repo ' + args.repo} -- {' '.join(main_args)}")
+          f"{'' if args.repo == REPO else ' --repo ' + args.repo} --top {args.top} -- {' '.join(main_args)}")
     print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
           f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}")
     with tempfile.TemporaryDirectory() as results:

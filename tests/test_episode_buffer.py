@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from components.episode_buffer import EpisodeBatch, ReplayBuffer, stored_lengths
 from components.transforms import OneHot
 from run import checkpoint
+from run.run import build_scheme
 
 th.set_num_threads(1)
 
@@ -264,16 +265,9 @@ LIMIT = 8  # episode_limit of the reference checks: episodes keep up to LIMIT + 
 
 
 def compact_scheme() -> dict:
-    """run.build_scheme's dtypes, plus an episode-constant field."""
-    return {
-        "state": {"vshape": STATE},
-        "obs": {"vshape": OBS, "group": "agents"},
-        "actions": {"vshape": (1,), "group": "agents", "dtype": th.uint8},
-        "avail_actions": {"vshape": (N_ACTIONS,), "group": "agents", "dtype": th.bool},
-        "reward": {"vshape": (1,)},
-        "terminated": {"vshape": (1,), "dtype": th.bool},
-        "map_id": {"vshape": (2,), "episode_const": True},
-    }
+    """run.build_scheme's fields and dtypes, plus an episode-constant field."""
+    scheme, _, _ = build_scheme({"n_agents": N_AGENTS, "n_actions": N_ACTIONS, "state_shape": STATE, "obs_shape": OBS})
+    return {**scheme, "map_id": {"vshape": (2,), "episode_const": True}}
 
 
 class DenseReplayBuffer(EpisodeBatch):

@@ -114,16 +114,13 @@ class TableMAC:
     def forward(self, batch, t, test_mode=False):
         return self.agent.q[t].expand(self.batch_size, -1, -1)  # [bs, n_agents, n_actions]
 
-    def build_sequence_inputs(self, batch):
-        return None
-
-    def forward_sequence(self, batch, inputs=None):
+    def forward_sequence(self, batch):
         return self.agent.q.expand(batch.batch_size, -1, -1, -1)  # [bs, T, n_agents, n_actions]
 
-    def forward_sequence_pair(self, other, batch, inputs=None):
+    def forward_sequence_pair(self, other, batch):
         with th.no_grad():
-            other_out = other.forward_sequence(batch, inputs)
-        return self.forward_sequence(batch, inputs), other_out
+            other_out = other.forward_sequence(batch)
+        return self.forward_sequence(batch), other_out
 
     def parameters(self):
         return self.agent.parameters()

@@ -153,6 +153,14 @@ def test_actions_reach_their_preprocessed_field():
     assert (onehot[~filled] == 0).all()
 
 
+def test_a_preprocess_the_runner_would_skip_is_refused():
+    """The runner writes the env fields straight into the batch: a preprocess of them would never run."""
+    preprocess = {"actions": ("actions_onehot", [OneHot(out_dim=N_ACTIONS)]),
+                  "terminated": ("terminated_onehot", [OneHot(out_dim=2)])}
+    with pytest.raises(ValueError, match="the runner writes terminated straight into the batch"):
+        make_runner(make_args("parallel", BASE_SEED, N_PARALLEL, env_processes="main"), preprocess=preprocess)
+
+
 def test_a_host_copy_pushed_step_by_step_fills_the_same_batch(monkeypatch, parallel_batch):
     """Off the CPU (CUDA) the runner writes a host copy and pushes each step into the batch; forced here on the CPU."""
     monkeypatch.setattr(runner_base, "BatchArrays", lambda batch, shared: BatchArrays(batch, shared=False))

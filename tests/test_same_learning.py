@@ -5,13 +5,9 @@ float32 replay buffer, step-wise GRUCell unroll, env workers in subprocesses) fo
 command; the current code must log the same learner statistics, train step by train step, in
 float32, and stay close to them in bfloat16.
 """
-import glob
-import json
-import os
-
 import pytest
 
-from main_runs import run_main
+from main_runs import read_json, run_dir, run_main
 
 GOLDEN_ARGS = ["--config=qmix", "--env-config=null", "with", "env_args.map_name=3m", "seed=1", "t_max=6000",
                "batch_size=16", "buffer_size=64", "learner_log_interval=1", "test_interval=100000"]
@@ -40,9 +36,7 @@ def run_golden(results: str, precision: str) -> dict:
     """The learner statistics (sacred's info.json) of the golden command with train_precision=`precision`."""
     result = run_main(*GOLDEN_ARGS, f"train_precision={precision}", f"local_results_path={results}", timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
-    (info_file,) = glob.glob(os.path.join(results, "sacred", "3m", "*", "1", "info.json"))
-    with open(info_file) as f:
-        return json.load(f)
+    return read_json(run_dir(str(results), "3m", "qmix_env=8_adam_td_lambda", 1), "info.json")  # algs/qmix.yaml's name
 
 
 @pytest.fixture(scope="module")

@@ -35,8 +35,9 @@ class EpsilonGreedyActionSelector:
 
         pick_random = th.rand_like(agent_qs[:, :, 0]) < self.epsilon  # [bs, n_agents]
         # Categorical normalises the 0/1 mask: uniform over the available actions. Its argument
-        # check is skipped (it costs as much as the draw); the mask comes from the env, already checked.
-        random_actions = Categorical((~unavailable).float(), validate_args=False).sample()  # [bs, n_agents]
+        # check is skipped (it costs as much as the draw) and nothing else checks the mask: a row
+        # with no available action gives NaN probabilities, on which the draw (multinomial) raises.
+        random_actions = Categorical(avail_actions.float(), validate_args=False).sample()  # [bs, n_agents]
         greedy_actions = masked_qs.argmax(dim=2)  # [bs, n_agents]
         return th.where(pick_random, random_actions, greedy_actions)
 

@@ -2,7 +2,9 @@
 
 Two ways to run the agent network over a batch:
   forward(batch, t)        one step, carrying the memory in hidden_states (the runner acts with it)
-  forward_sequence(batch)  every stored step at once from fresh memory (the learner trains with it)
+  forward_sequence(batch)  every stored step at once from fresh memory; forward_sequence_pair runs
+                           it for this controller and the target controller together (the learner
+                           trains with that)
 Both give the same outputs; the agent inputs of each step are [obs_t, one-hot a_{t-1}, one-hot id].
 """
 import os
@@ -45,7 +47,6 @@ class BasicMAC:
                              f"known: {', '.join(sorted(action_REGISTRY))}")
         self.action_selector = action_REGISTRY[args.action_selector](args)
         self.hidden_states = None  # [bs, n_agents, hidden] once init_hidden is called
-        self._agent_id_eye = th.eye(self.n_agents)  # [n_agents, n_agents], moved to the batch's device on use
 
     def select_actions(self, ep_batch: EpisodeBatch, t_ep: int, t_env: int,
                        bs: slice | list = slice(None), test_mode: bool = False) -> th.Tensor:
@@ -66,23 +67,19 @@ class BasicMAC:
         agent_outs, self.hidden_states = self.agent(agent_inputs, self.hidden_states)  # [bs, n_agents, n_actions]
         return self._outputs(agent_outs, ep_batch["avail_actions"][:, t])
 
-    def forward_sequence(self, ep_batch: EpisodeBatch, inputs: th.Tensor | None = None) -> th.Tensor:
+    def forward_sequence(self, ep_batch: EpisodeBatch) -> th.Tensor:
         """Agent outputs [bs, T, n_agents, n_actions] for all T stored steps, from fresh (zero)
         memory, in one fused pass; the same values as init_hidden and forward at t = 0 .. T-1.
-        hidden_states is left alone. `inputs` [bs, T, n_agents, input] from build_sequence_inputs
-        may be given to share them between networks (the learner's online and target controllers)."""
-        if inputs is None:
-            inputs = self.build_sequence_inputs(ep_batch)  # [bs, T, n_agents, input]
+        hidden_states is left alone."""
+        inputs = self.build_sequence_inputs(ep_batch)  # [bs, T, n_agents, input]
         agent_outs = self.agent.forward_sequence(inputs)  # [bs, T, n_agents, n_actions]
         return self._outputs(agent_outs, ep_batch["avail_actions"])
 
-    def forward_sequence_pair(self, other: "BasicMAC", ep_batch: EpisodeBatch,
-                              inputs: th.Tensor | None = None) -> tuple[th.Tensor, th.Tensor]:
+    def forward_sequence_pair(self, other: "BasicMAC", ep_batch: EpisodeBatch) -> tuple[th.Tensor, th.Tensor]:
         """forward_sequence of this controller (with gradients) and of `other` (the learner's target
-        controller: same agent sizes; without gradients) on the same inputs: the same values as two
-        calls, with both agents' GRUs stepping through time in one loop (cheaper on a CPU)."""
-        if inputs is None:
-            inputs = self.build_sequence_inputs(ep_batch)  # [bs, T, n_agents, input]
+        controller: same agent sizes; without gradients): the same values as two calls, with the
+        inputs built once and both agents' GRUs stepping through time in one loop (cheaper on a CPU)."""
+        inputs = self.build_sequence_inputs(ep_batch)  # [bs, T, n_agents, input], shared
         agent_outs, other_outs = self.agent.forward_sequence_pair(other.agent, inputs)  # [bs, T, n_agents, n_actions]
         avail_actions = ep_batch["avail_actions"]
         with th.no_grad():
@@ -146,7 +143,7 @@ class BasicMAC:
         if self.args.obs_last_action:
             parts.append(self._last_actions_onehot(batch, start, stop, dtype))
         if self.args.obs_agent_id:
-            agent_ids = self._agent_ids(obs.device).to(dtype)  # [n_agents, n_agents]
+            agent_ids = th.eye(self.n_agents, dtype=dtype, device=obs.device)  # [n_agents, n_agents]
             parts.append(agent_ids.expand(steps, bs, -1, -1))  # [steps, bs, n_agents, n_agents]
         inputs = obs.new_empty(steps, bs, self.n_agents, sum(part.shape[-1] for part in parts), dtype=dtype)
         th.cat(parts, dim=-1, out=inputs)  # casts the observations as it copies them
@@ -161,12 +158,6 @@ class BasicMAC:
             previous = batch["actions"][:, first - 1:stop - 1].long()  # [bs, stop - first, n_agents, 1]
             onehot[first - start:].scatter_(-1, previous.transpose(0, 1), 1)
         return onehot
-
-    def _agent_ids(self, device: th.device) -> th.Tensor:
-        """The one-hot agent ids [n_agents, n_agents] on `device`, built once per device."""
-        if self._agent_id_eye.device != device:
-            self._agent_id_eye = th.eye(self.n_agents, device=device)
-        return self._agent_id_eye
 
     def _get_input_shape(self, scheme: dict) -> int:
         input_shape = _vshape_size(scheme["obs"]["vshape"])

@@ -174,14 +174,13 @@ class NQLearner:
                 with th.no_grad():
                     target_mac_out = unroll_stepwise(self.target_mac, batch)
             else:
-                inputs = self.mac.build_sequence_inputs(batch)  # [bs, T, n_agents, input], shared
-                mac_out, target_mac_out = self.mac.forward_sequence_pair(self.target_mac, batch, inputs)
+                mac_out, target_mac_out = self.mac.forward_sequence_pair(self.target_mac, batch)
         return mac_out.float(), target_mac_out.float()
 
     def _mix(self, mixer: th.nn.Module, agent_qs: th.Tensor, states: th.Tensor) -> th.Tensor:
         """[bs, T, n_agents] -> Q_tot [bs, T, 1] in float32."""
         with self._autocast(states):
-            return mixer(agent_qs, states).float()
+            return mixer(agent_qs, states)
 
     def _autocast(self, on: EpisodeBatch | th.Tensor):
         """bfloat16 autocast on the device of `on` when training in bfloat16 (networks only: the

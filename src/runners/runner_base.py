@@ -121,11 +121,13 @@ class BatchArrays:
     """numpy arrays [batch, T, ...] of the batch fields the envs fill, written in place by the runner.
 
     On the CPU they share memory with the batch, so a write lands in the batch at once and no
-    tensor is built per step. On another device (CUDA) they are a host copy, and push(ts)
-    copies time steps ts into the batch.
+    tensor is built per step. On another device (CUDA) they are a host copy, and push(keys, t)
+    copies step t of those fields into the batch, each step once, right after it is written.
     """
 
-    FIELDS = ("state", "avail_actions", "obs", "reward", "terminated", "filled")
+    OBSERVED = ("state", "avail_actions", "obs", "filled")  # written at the step they describe
+    OUTCOMES = ("reward", "terminated")  # written at step t once the env step from t is taken
+    FIELDS = OBSERVED + OUTCOMES
 
     def __init__(self, batch: EpisodeBatch, shared: bool):
         self.batch = batch
@@ -136,12 +138,12 @@ class BatchArrays:
         self.reward, self.terminated, self.filled = arrays["reward"], arrays["terminated"], arrays["filled"]
         self._arrays = arrays
 
-    def push(self, ts: slice) -> None:
-        """Copy time steps ts of every field into the batch (nothing to do when shared)."""
+    def push(self, keys: tuple, t: int) -> None:
+        """Copy step t of fields `keys` into the batch (nothing to do when shared)."""
         if self.shared:
             return
-        for key, array in self._arrays.items():
-            self.batch[key][:, ts] = th.from_numpy(array[:, ts])
+        for key in keys:
+            self.batch[key][:, t] = th.from_numpy(self._arrays[key][:, t])  # [batch, ...]
 
 
 class NonFiniteEnvOutput(ValueError):
@@ -207,6 +209,15 @@ class _EpisodesInProgress:
         self.final_infos[i] = transition.info
 
 
+def check_runner_preprocess(preprocess: dict | None) -> None:
+    """Refuse a preprocess the runner would silently skip: it writes the env fields straight into
+    the batch (BatchArrays), bypassing EpisodeBatch.update(); only "actions" goes through update()."""
+    skipped = sorted(set(preprocess or {}) - {"actions"})
+    if skipped:
+        raise ValueError(f"the runner writes {', '.join(skipped)} straight into the batch and applies no "
+                         f"preprocess to them; derive such fields where they are used")
+
+
 class BatchRunner:
     """Runs `batch_size` envs for one episode each and returns the episodes as one EpisodeBatch.
 
@@ -233,6 +244,7 @@ class BatchRunner:
         self.arrays = None
 
     def setup(self, scheme: dict, groups: dict, preprocess: dict, mac) -> None:
+        check_runner_preprocess(preprocess)
         self.new_batch = partial(EpisodeBatch, scheme, groups, self.batch_size, self.episode_limit + 1,
                                  preprocess=preprocess, device=self.args.device)
         self.mac = mac
@@ -278,9 +290,9 @@ class BatchRunner:
         return self.batch
 
     def _select_actions(self, acting: list, test_mode: bool) -> np.ndarray:
-        actions = self.mac.select_actions(self.batch, t_ep=self.t, t_env=self.t_env, bs=acting,
+        rows = self._rows(acting)  # a slice when all envs act: select_actions then indexes without a copy
+        actions = self.mac.select_actions(self.batch, t_ep=self.t, t_env=self.t_env, bs=rows,
                                           test_mode=test_mode)  # [len(acting), n_agents]
-        rows = self._rows(acting)
         if "actions" in self.batch.preprocess:  # update() also writes the derived field (e.g. one-hot)
             # [len(acting), 1 (time), n_agents]; not marking filled: the pre-transition data did
             self.batch.update({"actions": actions.unsqueeze(1)}, bs=rows, ts=self.t, mark_filled=False)
@@ -307,6 +319,7 @@ class BatchRunner:
             arrays.terminated[i, t] = transition.terminated and not transition.info.get("episode_limit", False)
         rows = self._rows(stepping)
         check_finite({"reward": arrays.reward[rows, t]}, stepping, self.env_seeds, self.args.env, t + 1)
+        arrays.push(arrays.OUTCOMES, t)
         self.t += 1
         self._store_observations(stepping, [transition.observation for transition in transitions])
 
@@ -321,7 +334,7 @@ class BatchRunner:
         rows = self._rows(envs)
         check_finite({"state": arrays.state[rows, t], "obs": arrays.obs[rows, t]}, envs, self.env_seeds,
                      self.args.env, t)
-        arrays.push(slice(max(0, t - 1), t + 1))  # the post-transition data at t - 1 and this step
+        arrays.push(arrays.OBSERVED, t)
 
     def _finish_run(self, episodes: _EpisodesInProgress, test_mode: bool) -> None:
         stats = self.test_stats if test_mode else self.train_stats

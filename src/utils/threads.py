@@ -33,11 +33,11 @@ class ThreadTuner:
 
     `fixed` > 0 pins the count. With 0 (auto) the candidates are 1 and `max_threads`: the tuner
     runs the step with its current choice and, every `probe_every` steps, once with the other
-    count; it switches when the probe's time is below `switch_ratio` times the current count's
-    (an exponential average of its recent steps), so a busy neighbour process that comes or goes
-    is followed within a probe or two. On the CPUs we tried the
-    losses were bit-identical with 1 and 2 threads (tests/test_threads.py), so the choice changes
-    speed only.
+    count; it also probes at its second step, so that both counts are timed from the start. It
+    switches when the probe's time is below `switch_ratio` times the current count's (an
+    exponential average of its recent steps), so a busy neighbour process that comes or goes is
+    followed within a probe or two. On the CPUs we tried the losses were bit-identical with 1 and
+    2 threads (tests/test_threads.py), so the choice changes speed only.
     """
 
     def __init__(self, fixed: int, max_threads: int, probe_every: int = 10, switch_ratio: float = 0.9,

@@ -42,7 +42,8 @@ import torch.nn as nn
 from torch.autograd.function import once_differentiable
 
 # Steps x sequences per chunk: enough rows for efficient matmuls, while a chunk's gate and factor buffers
-# (9 and 16 MB in float32) fit a 32 MB L3 cache; the step time hardly changed from 6k to 25k rows.
+# (9 MB per GRU and 16 MB in float32; the gates half that in bfloat16) stay near a 32 MB L3 cache; the
+# step time hardly changed from 6k to 25k rows.
 CHUNK_ROWS = 12288
 N_FACTORS = 5  # blocks of F: hn, r, z, a, h (see the module docstring)
 ONE, MINUS_ONE = th.tensor(1.0), th.tensor(-1.0)  # 0-dim: x + alpha * y and friends in one operation
@@ -176,7 +177,8 @@ class _GRUSequence(th.autograd.Function):
     def forward(ctx, x, h0, w_ih, w_hh, b_ih, b_hh, dtype, other):
         weights = _compute_weights(w_ih, w_hh, b_ih, b_hh, dtype)
         memory, factors = _run(x, h0, weights, with_factors=True, other=other)
-        ctx.save_for_backward(x, memory[0], *weights)
+        ctx.save_for_backward(x, memory[0], w_ih, w_hh)
+        ctx.dtype = dtype
         ctx.factors = factors
         if other is None:
             return memory[0, 1:], None
@@ -189,9 +191,9 @@ class _GRUSequence(th.autograd.Function):
     def backward(ctx, grad_outputs, _):
         if ctx.factors is None:
             raise RuntimeError("gru_sequence's backward runs once per forward (it turns its buffers into gradients)")
-        x, memory, w_ih2_t, _, w_hh_t, _ = ctx.saved_tensors
+        x, memory, w_ih, w_hh = ctx.saved_tensors
         factors, ctx.factors = ctx.factors, None
-        grads = _Grads(x, memory, w_ih2_t, w_hh_t)
+        grads = _Grads(x, memory, w_ih.to(ctx.dtype), w_hh.to(ctx.dtype))
         dh = memory.new_zeros(memory.shape[1:])  # [rows, hidden]: dL/dh carried back in time
         chunks = _chunks(x.shape[0], x.shape[1])
         for (start, stop), chunk_factors in zip(reversed(chunks), reversed(factors)):
@@ -209,12 +211,13 @@ def _backward_steps(factors: th.Tensor, grad_outputs: th.Tensor, dh: th.Tensor, 
     w_hh_by_block [3*hidden, hidden] W_hh's rows in block order hn, r, z; returns dL/dh before its
     first step."""
     rows, hidden = dh.shape
+    separate = matmul_grads.data_ptr() != factors.data_ptr()  # G goes to its own buffer (bfloat16 matmuls)
     for k in range(factors.shape[0] - 1, -1, -1):
         dh.add_(grad_outputs[k])  # the gradient of this step's output h' (dh is always a fresh buffer)
         grads = factors[k]  # [rows, 5*hidden]
         for block in grads.view(rows, N_FACTORS, hidden).unbind(1):  # faster than one broadcast multiply
             block.mul_(dh)
-        if matmul_grads.data_ptr() != factors.data_ptr():
+        if separate:
             matmul_grads[k].copy_(grads[:, :4 * hidden])
         dh = _addmm(grads[:, 4 * hidden:], matmul_grads[k, :, :3 * hidden], w_hh_by_block)  # [rows, hidden]
     return dh
@@ -230,15 +233,16 @@ def _addmm(base: th.Tensor, a: th.Tensor, w: th.Tensor) -> th.Tensor:
 class _Grads:
     """The gradients of x and of the cell's parameters, added up chunk by chunk."""
 
-    def __init__(self, x: th.Tensor, memory: th.Tensor, w_ih2_t: th.Tensor, w_hh_t: th.Tensor):
+    def __init__(self, x: th.Tensor, memory: th.Tensor, w_ih: th.Tensor, w_hh: th.Tensor):
+        """w_ih [3*hidden, input] and w_hh [3*hidden, hidden]: the cell's weights in the matmul dtype."""
         hidden = memory.shape[2]
-        self.dtype = w_ih2_t.dtype
+        self.dtype = w_ih.dtype
         self.w_ih = memory.new_zeros(3 * hidden, x.shape[2])  # [3*hidden, input], rows r, z, n
         self.w_hh_blocks = memory.new_zeros(3 * hidden, hidden)  # [3*hidden, hidden], rows hn, r, z
         self.bias_sums = memory.new_zeros(4 * hidden)  # G summed over steps and rows: hn, r, z, a
         self.dx = x.new_empty(x.shape, dtype=self.dtype)  # [T, rows, input]
-        self.w_ih_matrix = _undouble(w_ih2_t.t())  # [3*hidden, input]
-        self.w_hh_by_block = _gate_rows_to_blocks(w_hh_t.t())  # [3*hidden, hidden]
+        self.w_ih_matrix = w_ih  # [3*hidden, input], rows r, z, n
+        self.w_hh_by_block = _gate_rows_to_blocks(w_hh)  # [3*hidden, hidden], rows hn, r, z
 
     def matmul_buffer(self, factors: th.Tensor) -> th.Tensor:
         """Where _backward_steps writes a chunk's G [k, rows, 4*hidden]: the factors' first blocks
@@ -279,8 +283,3 @@ def _block_rows_to_gates(rows: th.Tensor) -> th.Tensor:
     hidden = rows.shape[0] // 3
     return th.cat([rows[hidden:], rows[:hidden]])
 
-
-def _undouble(w_ih2: th.Tensor) -> th.Tensor:
-    """W_ih [3*hidden, input] from _compute_weights' (n rows doubled), in its dtype: halving is exact."""
-    hidden = w_ih2.shape[0] // 3
-    return th.cat([w_ih2[:2 * hidden], w_ih2[2 * hidden:] / 2])

@@ -1,10 +1,10 @@
 """Recurrent agent: fc → ReLU → GRUCell → fc, giving Q-values from one step's inputs and memory.
 
-forward runs one step (acting); forward_sequence runs whole episodes (training) with the same
-weights and math: the layers without memory (fc1, fc2) see all steps in one matmul each, and only
-the GRU's recurrence steps through time (gru_sequence: the GRUCell's math with a hand-written
-backward pass). forward_sequence_pair runs a second agent (the learner's target network) beside
-it, their GRUs in one loop.
+forward runs one step (acting); forward_sequence runs whole episodes with the same weights and
+math: the layers without memory (fc1, fc2) see all steps in one matmul each, and only the GRU's
+recurrence steps through time (gru_sequence: the GRUCell's math with a hand-written backward pass).
+forward_sequence_pair, what the learner trains with, runs a second agent (its target network)
+beside it, their GRUs in one loop.
 """
 from types import SimpleNamespace
 
@@ -65,9 +65,9 @@ class RNNAgent(nn.Module):
             other_x = other._sequence_features(inputs)
         h, other_h = gru_sequence_pair(self.rnn, x, None, autocast_dtype(inputs.device),
                                        other=(other.rnn, other_x))  # [T, bs*n_agents, hidden] each
-        q = self._sequence_q(h, bs, n_agents)
         with th.no_grad():
-            return q, other._sequence_q(other_h, bs, n_agents)
+            other_q = other._sequence_q(other_h, bs, n_agents)
+        return self._sequence_q(h, bs, n_agents), other_q
 
     def _sequence_features(self, inputs: th.Tensor) -> th.Tensor:
         """The GRU's inputs for every step: inputs [bs, T, n_agents, input] → [T, bs*n_agents, hidden]."""
