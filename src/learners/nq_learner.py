@@ -34,8 +34,8 @@ mixing, the Q-values, targets and loss in float32. "float32" is PyMARL2's arithm
 Speed (bench/bench_train_step.py: 128 corridor episodes of 100 steps, 2-core AMD EPYC with
 avx512_bf16; seconds per train step at 2 / 1 torch threads): step-wise float32 0.24 / 0.38-0.40,
 fused float32 0.22 / 0.37-0.39 (float32 is bound by matmul arithmetic, ~28 GFLOP a step), fused
-bfloat16 0.12 / 0.18, i.e. 2.00-2.10x (median 2.04x) / 2.17-2.26x the step-wise float32 step timed in
-the same run. The losses of bfloat16 training stay within a few 1e-3 of float32's over a batch.
+bfloat16 0.12-0.13 / 0.18-0.19, i.e. 1.96-2.10x (median 2.05x) / 2.16-2.26x the step-wise float32
+step timed in the same run. The losses of bfloat16 training stay within a few 1e-3 of float32's over a batch.
 """
 import copy
 import os
