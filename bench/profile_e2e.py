@@ -29,7 +29,7 @@ STAGES = [
     ("    insert into the replay buffer", "components/episode_buffer.py", "insert_episode_batch"),
     ("  learn (sample + train)", "run/run.py", "learn"),
     ("    sample from the replay buffer", "components/episode_buffer.py", "sample"),
-    ("    learner.train", "learners/nq_learner.py", "train"),
+    ("    learner.train", "learners/q_learner.py", "train"),
     ("  test episodes", "run/run.py", "test"),
 ]
 

@@ -17,8 +17,6 @@ os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
 
 import collections.abc  # noqa: E402
 import copy  # noqa: E402
-import difflib  # noqa: E402
-import inspect  # noqa: E402
 import random  # noqa: E402
 import signal  # noqa: E402
 import sys  # noqa: E402
@@ -41,10 +39,13 @@ with warnings.catch_warnings():
 from envs import REGISTRY as env_REGISTRY  # noqa: E402
 from envs.starcraft.backend import select_backend  # noqa: E402
 from envs.starcraft.maps import get_map_params  # noqa: E402
+from run import checkpoint  # noqa: E402
 from run import REGISTRY as run_REGISTRY  # noqa: E402
 from runners.parallel_runner import EnvWorkerError  # noqa: E402
 from runners.runner_base import env_seeds  # noqa: E402
+from utils.config_check import UsageError, env_arg_kinds, normalise_overrides  # noqa: E402
 from utils.logging import get_logger  # noqa: E402
+from utils.th_utils import resolve_train_precision  # noqa: E402
 
 SRC_DIR = dirname(abspath(__file__))
 REPO_DIR = dirname(SRC_DIR)
@@ -60,10 +61,6 @@ logger = get_logger()
 ex = Experiment("pymarl")
 ex.logger = logger
 ex.captured_out_filter = apply_backspaces_and_linefeeds
-
-
-class UsageError(Exception):
-    """A command line mistake: reported as one line and exit code 2, without a traceback."""
 
 
 class OneLineError(SacredError):
@@ -83,17 +80,45 @@ class RunFailed(OneLineError):
     """Training cannot go on: a NaN/inf loss, env workers that keep failing."""
 
 
+# The keys given after `with` on this process's command line (main() sets them): a resumed run keeps
+# the checkpoint's train_precision unless the command line gives one.
+COMMAND_LINE_KEYS: set = set()
+
+
 @ex.config_hook
 def complete_config(config: dict, command_name: str, logger) -> dict:
     """Complete the config before sacred records it, so that config.json says what ran: the run's
     seed (sacred would only draw it after this hook), the env's seed, the per-worker env seeds
-    derived from it, and for SMAC the engine that plays."""
+    derived from it, the training precision train_precision resolves to, and for SMAC the engine
+    that plays."""
     check_settings(config)
     seed = config["seed"] if config.get("seed") is not None else get_seed()
-    updates = {"seed": seed, "env_args": {"seed": seed}, "env_seeds": env_seeds(seed, config["batch_size_run"])}
+    updates = {"seed": seed, "env_args": {"seed": seed}, "env_seeds": env_seeds(seed, config["batch_size_run"]),
+               "train_precision": training_precision(config, logger)}
     if config["env"] == "sc2":
         updates["env_args"].update(smac_settings(config))
     return updates
+
+
+def training_precision(config: dict, log) -> str:
+    """What train_precision resolves to on this machine ("float32" or "bfloat16"): the checkpoint's
+    precision for a resumed run unless the command line sets train_precision, else the config's,
+    with "auto" resolved (bfloat16 on a CPU with native bfloat16, see resolve_train_precision)."""
+    requested = config["train_precision"]
+    if config.get("resume") and "train_precision" not in COMMAND_LINE_KEYS:
+        saved = checkpoint.saved_precision(config["checkpoint_path"], config["load_step"])
+        if saved is not None and saved != requested:
+            log.info(f"train_precision: {saved}, the precision the resumed checkpoint was trained in "
+                     f"(train_precision={requested} on the command line changes it)")
+        requested = saved or requested
+    device = "cuda" if config["use_cuda"] and th.cuda.is_available() else "cpu"
+    try:
+        precision, why = resolve_train_precision(requested, device)
+    except ValueError as error:
+        raise InputError(str(error)) from error
+    if requested == "auto":
+        log.info(f"train_precision=auto resolves to {precision} ({why})")
+    return precision
 
 
 def smac_settings(config: dict) -> dict:
@@ -143,8 +168,9 @@ def check_settings(config: dict) -> None:
         raise InputError(f"batch_size={config['batch_size']} is larger than buffer_size={config['buffer_size']}: "
                          f"training batches are drawn from the episodes in the buffer; raise buffer_size or "
                          f"lower batch_size")
-    if config.get("learner_threads", 0) < 0:
-        raise InputError(f"learner_threads={config['learner_threads']} must be 0 (auto) or a thread count")
+    if config["learner_threads"] < 0 or (config["learner_threads"] and config["tune_learner_threads"]):
+        raise InputError(f"learner_threads={config['learner_threads']} must be 0 (torch's count, or tuned with "
+                         f"tune_learner_threads=True) or a thread count")
     if not 0 <= config.get("gamma", 0) <= 1:
         raise InputError(f"gamma={config['gamma']} must be within [0, 1]")
     if config.get("resume") and not config["checkpoint_path"]:
@@ -217,14 +243,28 @@ def load_named_config(params: list, option: str, subfolder: str) -> tuple:
 
 
 def build_config(params: list) -> dict:
-    """default.yaml < envs/ENV.yaml < algs/ALG.yaml; consumes --config and --env-config from params."""
+    """default.yaml < envs/ENV.yaml < algs/ALG.yaml; consumes --config and --env-config from params.
+    A float key stays a float when a later file writes an integer (qmix_large.yaml's `weight_decay: 0`)."""
     alg_name, alg_config = load_named_config(params, "--config", "algs")
     _, env_config = load_named_config(params, "--env-config", "envs")
     config = load_yaml(join(CONFIG_DIR, "default.yaml"))
-    recursive_dict_update(config, env_config)
-    recursive_dict_update(config, alg_config)
+    for layer in (env_config, alg_config):
+        recursive_dict_update(config, keep_floats(config, layer))
     config.setdefault("name", alg_name)
     return config
+
+
+def keep_floats(base: dict, layer: dict) -> dict:
+    """`layer` with integers turned into floats where `base` holds a float (recursively)."""
+    kept = {}
+    for key, value in layer.items():
+        old = base.get(key)
+        if isinstance(value, collections.abc.Mapping) and isinstance(old, collections.abc.Mapping):
+            value = keep_floats(old, value)
+        elif isinstance(old, float) and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        kept[key] = value
+    return kept
 
 
 def command_line_updates(params: list) -> dict:
@@ -235,53 +275,25 @@ def command_line_updates(params: list) -> dict:
     return updates
 
 
-def check_updates(config: dict, updates: dict, env_args_names: set | None, where: str = "") -> None:
-    """Reject `with` keys that are not config keys (sacred would silently add them) and values whose
-    type differs from the default's, with a UsageError that suggests the closest known key."""
-    known = set(config) | ({"seed"} if not where else set(env_args_names or ()))
-    for key, value in updates.items():
-        name = where + key
-        if key not in known and not (where and env_args_names is None):
-            close = difflib.get_close_matches(key, sorted(known), n=1)
-            hint = f"did you mean '{where}{close[0]}'?" if close else f"known keys are in {CONFIG_DIR}"
-            raise UsageError(f"unknown config key '{name}' (with {name}={value!r}); {hint}")
-        default = config.get(key)
-        if isinstance(default, collections.abc.Mapping) and isinstance(value, collections.abc.Mapping):
-            check_updates(default, value, env_args_names, where=f"{name}.")
-        elif not fits_type(value, default):
-            raise UsageError(f"{name}={value!r} has the wrong type: expected {type(default).__name__} like the "
-                             f"default {default!r}, got {type(value).__name__}")
+def checked_params(params: list, config: dict) -> list:
+    """params with the `with` overrides checked against `config` and normalised (normalise_overrides);
+    UsageError for an unknown key or a value of the wrong kind."""
+    if "with" not in params:
+        return params
+    start = params.index("with") + 1
+    env_name = command_line_updates(params).get("env", config["env"])
+    kinds = env_arg_kinds(env_factory(env_name))
+    if kinds is not None:
+        kinds = {**{key: None for key in config.get("env_args", {})}, **kinds}
+    return params[:start] + normalise_overrides(params[start:], config, kinds)
 
 
-def fits_type(value, default) -> bool:
-    """Whether `value` may replace `default`: same kind of value (an int for a float is fine;
-    a string setting may also be null); anything replaces a null default."""
-    if default is None:
-        return True
-    if isinstance(default, bool) or isinstance(value, bool):
-        return isinstance(value, bool) and isinstance(default, bool)
-    if isinstance(default, float):
-        return isinstance(value, (int, float))
-    if isinstance(default, str):
-        return value is None or isinstance(value, str)
-    if isinstance(default, (list, tuple)):
-        return isinstance(value, (list, tuple))
-    return isinstance(value, type(default))
-
-
-def env_arg_names(env_name: str) -> set | None:
-    """The keyword arguments the env's constructor takes; None when it takes any (or is unknown)."""
-    if env_name == "sc2":  # the registry holds a lazy factory taking **env_args
+def env_factory(env_name: str):
+    """The env's constructor (the SMAC simulator's for sc2, whose registry entry is a lazy factory)."""
+    if env_name == "sc2":
         from envs.starcraft.starcraft2 import StarCraft2Env
-        factory = StarCraft2Env
-    else:
-        factory = env_REGISTRY.get(env_name)
-    if factory is None:
-        return None
-    parameters = inspect.signature(factory).parameters.values()
-    if any(parameter.kind is parameter.VAR_KEYWORD for parameter in parameters):
-        return None
-    return {parameter.name for parameter in parameters}
+        return StarCraft2Env
+    return env_REGISTRY.get(env_name)
 
 
 def observer_dir(config: dict, updates: dict) -> str:
@@ -291,16 +303,36 @@ def observer_dir(config: dict, updates: dict) -> str:
     return join(results_path(effective["local_results_path"]), "sacred", str(group), str(effective["name"]))
 
 
+USAGE = """usage: {prog} --config=ALG --env-config=ENV [sacred options] [with KEY=VALUE ...]
+
+Trains (or, with evaluate=True, evaluates) the algorithm src/config/algs/ALG.yaml on the
+environment src/config/envs/ENV.yaml. Settings merge as in PyMARL2: src/config/default.yaml <
+the env's YAML < the algorithm's YAML < `with KEY=VALUE` (nested keys dotted: env_args.map_name=3m).
+
+  ALG: {algs}
+  ENV: {envs}
+
+example: {prog} --config=qmix --env-config=sc2 with env_args.map_name=3m t_max=400000
+Every key, its default and its meaning are in those YAML files; the README explains the results
+layout, resuming (resume=True), sweeps and plots. Sacred's own options (--debug, -p, ...) come
+before `with`: python src/main.py --config=qmix --env-config=sc2 print_config shows the merged config."""
+
+
 def main(argv: list) -> int:
     params = list(argv)
+    prog = os.path.basename(argv[0])
+    if any(token in ("-h", "--help") for token in params[1:params.index("with") if "with" in params else None]):
+        print(USAGE.format(prog=prog, algs=", ".join(available_configs("algs")),
+                           envs=", ".join(available_configs("envs"))))
+        return 0
     try:
         config = build_config(params)
+        params = checked_params(params, config)
         updates = command_line_updates(params)
-        env_names = env_arg_names(updates.get("env", config["env"]))
-        check_updates(config, updates, None if env_names is None else env_names | set(config.get("env_args", {})))
     except UsageError as error:
-        print(f"{os.path.basename(argv[0])}: error: {error}", file=sys.stderr)
+        print(f"{prog}: error: {error}", file=sys.stderr)
         return USAGE_EXIT_CODE
+    COMMAND_LINE_KEYS.update(updates)
     ex.add_config(config)
     file_obs_path = observer_dir(config, updates)
     logger.info(f"Saving to FileStorageObserver in {file_obs_path}.")

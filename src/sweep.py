@@ -42,8 +42,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from main import (REPO_DIR, SRC_DIR, USAGE_EXIT_CODE, UsageError, build_config, command_line_updates,
-                  observer_dir, recursive_dict_update, results_path)
+from main import (REPO_DIR, SRC_DIR, USAGE_EXIT_CODE, UsageError, build_config, checked_params,
+                  command_line_updates, observer_dir, recursive_dict_update, results_path)
 from run.checkpoint import CheckpointNotFound, saved_steps
 from utils.run_index import flatten, get_dotted, has_dotted, nested, token_pattern
 
@@ -172,10 +172,11 @@ class Sweep:
     def __init__(self, options: argparse.Namespace, main_args: list, with_tokens: list):
         self.options = options
         self.main_args = main_args
-        self.with_tokens = with_tokens
         params = list(main_args)
         self.base_config = build_config(params)  # validates --config/--env-config
-        updates = command_line_updates(["with", *with_tokens])
+        # Checked and converted as main.py does (t_max=2e6 -> 2000000), so config.json matches them.
+        self.with_tokens = checked_params(["with", *with_tokens], self.base_config)[1:]
+        updates = command_line_updates(["with", *self.with_tokens])
         for key in flatten(updates):
             if key.split(".")[0] in RESERVED_KEYS:
                 raise UsageError(f"'{key}' cannot be set after `with`: the sweep sets it for every run")
@@ -189,6 +190,7 @@ class Sweep:
             if not key.startswith("env_args.") and not has_dotted(self.config, key):
                 raise UsageError(f"--grid key '{key}' is not a config key of --config/--env-config; "
                                  f"check the spelling in src/config/")
+            self.grid[key] = [self.checked_value(key, value) for value in self.grid[key]]
         self.results = results_path(self.config["local_results_path"])
         self.fixed = self.sweep_settings(updates)
         seeds = list(range(options.first_seed, options.first_seed + options.seeds))
@@ -198,6 +200,11 @@ class Sweep:
         self.log_dir = os.path.join(self.results, "sweeps", self.name)
         # A shipped run starts in an empty folder on the worker, without the checkpoint to resume from.
         self.resume_supported = "resume" in self.base_config and options.ray_results != "ship"
+
+    def checked_value(self, key: str, value: Any) -> Any:
+        """A grid value as main.py will read it (checked and converted like a `with` override)."""
+        (token,) = checked_params(["with", as_override(key, value)], self.base_config)[1:]
+        return get_dotted(command_line_updates(["with", token]), key)
 
     def main_option(self, option: str) -> str:
         return next(arg.split("=", 1)[1] for arg in self.main_args if arg.startswith(option + "="))

@@ -7,12 +7,13 @@ import psutil
 import pytest
 
 import main
-from main import InputError, UsageError, check_settings, check_updates, env_arg_names
+from main import InputError, check_settings, checked_params, env_factory
 from main_runs import run_main
 from components.episode_buffer import ReplayBuffer
 from envs import REGISTRY as env_REGISTRY
 from run.run import build_scheme, check_buffer_memory
 from run.checkpoint import CheckpointError, verify
+from utils.config_check import UNPORTED_KEYS, UsageError, env_arg_kinds
 from utils.logging import Logger
 
 SMALL = ["use_cuda=False", "rnn_hidden_dim=8", "mixing_embed_dim=8", "hypernet_embed=8", "buffer_size=8",
@@ -24,38 +25,71 @@ def qmix_sc2():
     return main.build_config(["--config=qmix", "--env-config=sc2"])
 
 
-def sc2_updates(qmix_sc2, **updates):
-    names = env_arg_names("sc2") | set(qmix_sc2["env_args"])
-    check_updates(qmix_sc2, updates, names)
+def sc2_tokens(qmix_sc2, *tokens) -> list:
+    """The `with` tokens as main.py hands them to sacred."""
+    return checked_params(["main.py", "with", *tokens], qmix_sc2)[2:]
 
 
-@pytest.mark.parametrize("updates, message", [
-    ({"batch_szie": 8}, "unknown config key 'batch_szie' (with batch_szie=8); did you mean 'batch_size'?"),
-    ({"env_args": {"map_nme": "3m"}},
+@pytest.mark.parametrize("token, message", [
+    ("batch_szie=8", "unknown config key 'batch_szie' (with batch_szie=8); did you mean 'batch_size'?"),
+    ("env_args.map_nme=3m",
      "unknown config key 'env_args.map_nme' (with env_args.map_nme='3m'); did you mean 'env_args.map_name'?"),
-    ({"zzzz": 1}, "unknown config key 'zzzz' (with zzzz=1); known keys are in "),
-    ({"batch_size_run": "abc"}, "batch_size_run='abc' has the wrong type: expected int like the default 8, got str"),
-    ({"use_cuda": 1}, "use_cuda=1 has the wrong type: expected bool like the default True, got int"),
-    ({"lr": "fast"}, "lr='fast' has the wrong type: expected float like the default 0.001, got str"),
-    ({"env_args": {"reward_win": [1]}},
-     "env_args.reward_win=[1] has the wrong type: expected int like the default 200, got list"),
+    ("zzzz=1", "unknown config key 'zzzz' (with zzzz=1); the known keys are in src/config/"),
+    ("batch_size_run=abc", "batch_size_run='abc' has the wrong type: expected int like the default 8, got str"),
+    ("use_cuda=1", "use_cuda=1 has the wrong type: expected bool like the default True, got int"),
+    ("lr=fast", "lr='fast' has the wrong type: expected float like the default 0.001, got str"),
+    ("env_args.reward_win=[1]",
+     "env_args.reward_win=[1] has the wrong type: expected float like the default 200, got list"),
+    ("t_max=2.5", "t_max=2.5 must be a whole number like the default 10050000 (2e6 is fine, 2.5 is not)"),
+    ("env_args.step_mul=8.5", "env_args.step_mul=8.5 must be a whole number like the default 8"),
+    ("seed=abc", "seed='abc' has the wrong type: expected int"),
+    ("accumulated_episodes=4", "unknown config key 'accumulated_episodes' (with accumulated_episodes=4): not "
+                               "supported: PyMARL2's run loop (ippo.yaml) skips the training step with it"),
+    ("n_attention_head=4", "unknown config key 'n_attention_head' (with n_attention_head=4): a setting of "
+                           "PyMARL2's Qatten, which marlkit does not ship yet"),
 ])
-def test_bad_with_updates_are_rejected(qmix_sc2, updates, message):
+def test_bad_with_updates_are_rejected(qmix_sc2, token, message):
     with pytest.raises(UsageError) as error:
-        sc2_updates(qmix_sc2, **updates)
+        sc2_tokens(qmix_sc2, token)
     assert str(error.value).startswith(message)
 
 
-def test_good_with_updates_pass(qmix_sc2):
-    # a float setting takes an int, a string one null, env_args the env's constructor arguments too
-    sc2_updates(qmix_sc2, lr=1, mixer=None, seed=3, t_max=100, env_args={"map_name": "corridor", "window_size_x": 640,
-                                                                         "seed": 1})
+@pytest.mark.parametrize("token, sacred_token", [
+    ("t_max=2e6", "t_max=2000000"),  # PyMARL scripts write step counts like this
+    ("epsilon_anneal_time=5e5", "epsilon_anneal_time=500000"),
+    ("env_args.difficulty=3", "env_args.difficulty='3'"),  # PyMARL2 passes it as a string
+    ("env_args.game_version=4.10", "env_args.game_version='4.10'"),  # the text typed, not the float 4.1
+    ("lr=1", "lr=1.0"),
+    ("grad_norm_clip=0.5", "grad_norm_clip=0.5"),  # PyMARL2 writes 10: still a float key
+    ("t_max=100", "t_max=100"),
+    ("mixer=None", "mixer=None"),
+    ("seed=3", "seed=3"),
+    ("env_args.map_name=corridor", "env_args.map_name=corridor"),
+    ("env_args.window_size_x=640", "env_args.window_size_x=640"),  # the constructor's argument, not in the YAML
+    ("use_per=True", "use_per=True"),
+])
+def test_good_with_updates_pass_as_sacred_should_read_them(qmix_sc2, token, sacred_token):
+    assert sc2_tokens(qmix_sc2, token) == [sacred_token]
 
 
-def test_env_arg_names_follow_the_constructors():
-    assert {"map_name", "reward_win", "backend", "window_size_x"} <= env_arg_names("sc2")
-    assert env_arg_names("stag_hunt") >= {"world_shape", "prey_move_prob", "seed"}
-    assert env_arg_names("no_such_env") is None
+def test_a_yaml_float_key_stays_float_when_a_later_file_writes_an_integer():
+    config = main.build_config(["--config=qmix_large", "--env-config=sc2"])
+    assert config["weight_decay"] == 0 and isinstance(config["weight_decay"], float)
+    assert checked_params(["main.py", "with", "weight_decay=1e-4"], config)[2:] == ["weight_decay=1e-4"]
+
+
+def test_env_arg_kinds_follow_the_constructors():
+    kinds = env_arg_kinds(env_factory("sc2"))
+    assert (kinds["map_name"], kinds["reward_win"], kinds["step_mul"], kinds["game_version"]) == (str, float, int, str)
+    assert {"backend", "window_size_x"} <= set(kinds)
+    assert {"world_shape", "seed"} <= set(env_arg_kinds(env_factory("stag_hunt")))
+    assert env_arg_kinds(env_factory("no_such_env")) is None
+
+
+def test_unported_keys_are_not_config_keys():
+    for alg in main.available_configs("algs"):
+        config = main.build_config([f"--config={alg}", "--env-config=sc2"])
+        assert not set(config) & set(UNPORTED_KEYS), alg
 
 
 @pytest.mark.parametrize("updates, message", [

@@ -10,7 +10,7 @@ from components.episode_buffer import EpisodeBatch
 from controllers import REGISTRY as mac_REGISTRY
 from controllers.basic_controller import BasicMAC
 from controllers.n_controller import NMAC
-from learners.nq_learner import unroll_stepwise
+from learners.q_learner import unroll_stepwise
 from modules.agents import REGISTRY as agent_REGISTRY
 from modules.agents.n_rnn_agent import NRNNAgent
 from run.run import build_scheme

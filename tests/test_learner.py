@@ -13,7 +13,7 @@ import torch.nn as nn
 from components.episode_buffer import EpisodeBatch
 from controllers import REGISTRY as mac_REGISTRY
 from learners import REGISTRY as learner_REGISTRY
-from learners.nq_learner import UNROLLS
+from learners.q_learner import UNROLLS
 from run.run import build_scheme
 from utils import th_utils
 
@@ -46,7 +46,7 @@ class FakeLogger:
 def make_args(**overrides) -> SimpleNamespace:
     args = dict(
         n_agents=N_AGENTS, n_actions=N_ACTIONS, state_shape=STATE_DIM, obs_shape=OBS_DIM,
-        episode_limit=T - 1, device="cpu", use_cuda=False,
+        episode_limit=T - 1, device="cpu", use_cuda=False, env="null",
         agent="n_rnn", mac="n_mac", rnn_hidden_dim=16, obs_last_action=True, obs_agent_id=True,
         action_selector="epsilon_greedy", epsilon_start=1.0, epsilon_finish=0.05,
         epsilon_anneal_time=100,
@@ -167,6 +167,68 @@ def test_single_step_stats_by_hand(train_unroll):
     assert stats["q_taken_mean"] == (7, pytest.approx((5 + 3) / (2 * 2)))
     assert stats["target_mean"] == (7, pytest.approx((30.25 + 67) / (2 * 2)))
     assert stats["grad_norm"] == (7, pytest.approx(math.sqrt(2 * 12.625 ** 2 + 2 * 32 ** 2)))
+
+
+def one_transition_learner(learner_name: str, **overrides):
+    """The hand-checked data above (2 agents, 2 actions, VDN, gamma 0.5) for `learner_name`: (learner,
+    logger, batch)."""
+    online = [[[1.0, 2.0], [3.0, 0.0]], [[2.0, 5.0], [1.0, 4.0]], [[6.0, 1.0], [0.0, 2.0]]]
+    target = [[[0.0, 0.0], [0.0, 0.0]], [[10.0, 20.0], [30.0, 40.0]], [[50.0, 60.0], [70.0, 80.0]]]
+    args = make_args(**{"n_agents": 2, "n_actions": 2, "mixer": "vdn", "gamma": 0.5, "td_lambda": 0.5,
+                        "optimizer": "rmsprop", **overrides})
+    logger = FakeLogger()
+    learner = learner_REGISTRY[learner_name](TableMAC(online), {}, logger, args)
+    learner.target_mac.agent.q.data = th.tensor(target)
+    scheme, groups, preprocess = make_scheme(2, 2, 1, 1)
+    batch = EpisodeBatch(scheme, groups, 1, 3, preprocess=preprocess)
+    avail = th.ones(3, 2, 2, dtype=th.int)
+    avail[1, 1, 1] = 0
+    batch.update({"state": th.zeros(3, 1), "obs": th.zeros(3, 2, 1), "avail_actions": avail,
+                  "actions": th.tensor([[[1], [0]], [[0], [0]], [[0], [0]]])}, ts=slice(0, 3))
+    batch.update({"reward": th.tensor([[1.0], [2.0]]), "terminated": th.zeros(2, 1)}, ts=slice(0, 2))
+    return learner, logger, batch
+
+
+@pytest.mark.parametrize("double_q, second_target", [(True, 50 + 80), (False, 60 + 80)])
+def test_q_learner_one_step_targets_by_hand(double_q, second_target):
+    # q_learner: y_t = r_t + gamma * Q'_tot(t+1, greedy). t+1 = 1: agent 0 -> 20 (online argmax 1; the
+    # target's own max is 20 too), agent 1 -> 30 (action 1 unavailable): 50. t+1 = 2: double Q takes the
+    # online argmax (agent 0: action 0 -> 50, agent 1: action 1 -> 80), else the target maximum (60, 80).
+    learner, logger, batch = one_transition_learner("q_learner", double_q=double_q)
+    learner.train(batch, t_env=7, episode_num=1)
+    targets = [1 + 0.5 * 50, 2 + 0.5 * second_target]
+    td = [5 - targets[0], 3 - targets[1]]
+    stats = {key: values[-1][1] for key, values in logger.stats.items()}
+    assert stats["loss_td"] == pytest.approx(0.5 * (td[0] ** 2 + td[1] ** 2) / 2)
+    assert stats["td_error_abs"] == pytest.approx((abs(td[0]) + abs(td[1])) / 2)
+    assert stats["target_mean"] == pytest.approx(sum(targets) / 4)
+
+
+def test_nq_learner_honours_double_q_false():
+    # TD(lambda) on the target maximum: G2 = 60 + 80 = 140, G1 = 0.25 * 140 + (2 + 0.25 * 140) = 72,
+    # G0 = 0.25 * 72 + (1 + 0.25 * 50) = 31.5 (PyMARL2's nq_learner ignores double_q and always uses double Q).
+    learner, logger, batch = one_transition_learner("nq_learner", double_q=False)
+    learner.train(batch, t_env=7, episode_num=1)
+    assert logger.stats["target_mean"][-1][1] == pytest.approx((31.5 + 72) / 4)
+
+
+@pytest.mark.parametrize("learner_name, mixer_class", [("q_learner", "OriginalQMixer"), ("nq_learner", "QMixer")])
+def test_mixer_qmix_is_each_learners_pymarl2_mixer(learner_name, mixer_class):
+    th.manual_seed(0)
+    args = make_args()
+    scheme, groups, preprocess = make_scheme(N_AGENTS, N_ACTIONS, STATE_DIM, OBS_DIM)
+    scheme = EpisodeBatch(scheme, groups, 1, 1, preprocess=preprocess).scheme
+    learner = learner_REGISTRY[learner_name](mac_REGISTRY["basic_mac"](scheme, groups, args), scheme, FakeLogger(), args)
+    assert type(learner.mixer).__name__ == mixer_class
+
+
+def test_the_matrix_game_logs_the_learned_joint_action_values():
+    # VDN at the first step: Q_tot(a0, a1) = online[0][0][a0] + online[0][1][a1] = [[4, 1], [5, 2]].
+    learner, logger, batch = one_transition_learner("nq_learner", env="one_step_matrix_game", lr=0.0)
+    learner.train(batch, t_env=0, episode_num=0)
+    (table,) = [message for message in logger.console_logger.messages if message.startswith("Joint-action")]
+    assert table.splitlines()[1:3] == ["[[4.0 1.0]", " [5.0 2.0]]"]
+    assert "Agents' Q-values (rows: agents), mean over the batch:" in table
 
 
 # --- learning with the real controller ---------------------------------------------------

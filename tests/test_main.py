@@ -83,9 +83,9 @@ def test_episode_runner_on_stag_hunt(tmp_path):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--config=qmx", "--env-config=sc2"], "unknown --config 'qmx'; available: iql, qmix,"),
+    (["--config=qmx", "--env-config=sc2"], "unknown --config 'qmx'; available: iql, iql_td_lambda, qmix,"),
     (["--config=qmix", "--env-config=nope"], "unknown --env-config 'nope'; available: "),
-    (["--env-config=sc2"], "missing --config=NAME; available: iql, qmix,"),
+    (["--env-config=sc2"], "missing --config=NAME; available: iql, iql_td_lambda, qmix,"),
 ])
 def test_bad_config_names_give_one_line(argv, message):
     proc = run_main(*argv)
@@ -130,3 +130,18 @@ def test_smac_run_names_its_engine(tmp_path, monkeypatch):
     assert config["env_args"]["backend"] == "builtin"
     (token,) = os.listdir(tmp_path / "tb_logs")
     assert token.startswith("qmix_env=8_adam_td_lambda_builtin__")
+
+
+@pytest.mark.parametrize("alg, name", [("iql", "iql_env=8_adam"), ("qmix_large", "qmix_large_env=8_adam_td_lambda"),
+                                       ("qmix_high_sample_efficiency", "qmix_env=4_adam_td_lambda")])
+def test_pymarl2_presets_run_on_smac(tmp_path, alg, name, monkeypatch):
+    """The README's commands for PyMARL2's presets, shortened: they train, test and save on 3m."""
+    monkeypatch.setenv("SC2PATH", str(tmp_path / "no_game_here"))
+    proc = run_main(f"--config={alg}", "--env-config=sc2", "with", f"local_results_path={tmp_path}", "t_max=2e2",
+                    "batch_size_run=2", "buffer_size=8", "batch_size=4", "test_interval=100", "test_nepisode=2",
+                    "save_model=True", "use_cuda=False")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    folder = run_dir(str(tmp_path), "3m", name, 1)
+    info, config = read_json(folder, "info.json"), read_json(folder, "config.json")
+    assert config["t_max"] == 200 and len(info["test_battle_won_mean"]) >= 2 and "loss_td" in info
+    assert os.listdir(tmp_path / "models")

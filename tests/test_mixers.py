@@ -118,3 +118,50 @@ def test_qmix_under_bfloat16_autocast_mixes_in_float32():
         mixed = mixer(qvals, states)
     assert mixed.dtype == th.float32
     assert th.allclose(mixed, mixer(qvals, states), rtol=0.02, atol=0.02)
+
+
+# --- PyMARL's original QMixer (q_learner's "qmix") ------------------------------------------------
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_original_qmix_is_monotonic_and_without_abs_is_not(layers):
+    th.manual_seed(0)
+    mixer = mixer_REGISTRY["qmix_original"](mixer_args(hypernet_layers=layers))
+    grads = th.cat([qmix_input_grads(mixer, seed) for seed in range(5)])
+    assert (grads >= 0).all() and (grads > 0).any()
+    th.manual_seed(0)
+    free = mixer_REGISTRY["qmix_original"](mixer_args(hypernet_layers=layers, abs=False))
+    assert (th.cat([qmix_input_grads(free, seed) for seed in range(5)]) < 0).any()
+
+
+@pytest.mark.parametrize("n_agents", [1, 2, 5, 27])
+def test_original_qmix_shapes_and_pymarl_parameter_names(n_agents):
+    mixer = mixer_REGISTRY["qmix_original"](mixer_args(n_agents=n_agents))
+    assert mixer(th.randn(4, 6, n_agents), th.randn(4, 6, STATE_DIM)).shape == (4, 6, 1)
+    assert sorted(mixer.state_dict()) == ["V.0.bias", "V.0.weight", "V.2.bias", "V.2.weight", "hyper_b_1.bias",
+                                          "hyper_b_1.weight", "hyper_w_1.bias", "hyper_w_1.weight",
+                                          "hyper_w_final.bias", "hyper_w_final.weight"]
+    assert mixer.hyper_w_1.weight.shape == (8 * n_agents, STATE_DIM)  # one layer: W1 = |A s + a|
+
+
+def test_original_qmix_computes_pymarls_mixing_by_hand():
+    """Q_tot = |w_final(s)| . elu(q . |W1(s)| + b1(s)) + V(s), for one sample of 2 agents and embed 2."""
+    mixer = mixer_REGISTRY["qmix_original"](mixer_args(n_agents=2, state_shape=1, mixing_embed_dim=2))
+    with th.no_grad():
+        mixer.hyper_w_1.weight.copy_(th.tensor([[1.0], [-2.0], [0.5], [3.0]]))  # W1(s) = s * [[1, -2], [0.5, 3]]
+        mixer.hyper_w_1.bias.zero_()
+        mixer.hyper_b_1.weight.zero_()
+        mixer.hyper_b_1.bias.copy_(th.tensor([0.5, -10.0]))
+        mixer.hyper_w_final.weight.copy_(th.tensor([[-1.0], [2.0]]))
+        mixer.hyper_w_final.bias.zero_()
+        for layer in (mixer.V[0], mixer.V[2]):
+            layer.weight.zero_()
+            layer.bias.fill_(0.25)
+    q = th.tensor([[[1.0, 2.0]]])
+    # s = 1: hidden = elu([1*1 + 2*0.5 + 0.5, 1*2 + 2*3 - 10]) = [2.5, elu(-2)]; w_final = [1, 2]; V = 0.25
+    expected = 2.5 + 2 * (th.exp(th.tensor(-2.0)) - 1) + 0.25
+    assert mixer(q, th.ones(1, 1, 1)).item() == pytest.approx(expected.item())
+
+
+def test_original_qmix_rejects_three_hypernet_layers():
+    with pytest.raises(ValueError, match="hypernet_layers=3 is not supported"):
+        mixer_REGISTRY["qmix_original"](mixer_args(hypernet_layers=3))

@@ -22,6 +22,7 @@ tensor. Memory is therefore (sum of stored lengths) x (bytes per step), not buff
 max_seq_length x (bytes per step). sample(n) pads the drawn episodes with zeros to the longest
 of them: [n, max length_i, *shape], "filled" False in the padding.
 """
+import random
 from numbers import Integral
 from types import SimpleNamespace
 from typing import NamedTuple
@@ -427,3 +428,65 @@ class ReplayBuffer:
     def __repr__(self) -> str:
         return (f"ReplayBuffer. {self.episodes_in_buffer}/{self.buffer_size} episodes. "
                 f"Keys:{list(self.scheme)} Groups:{list(self.groups)}")
+
+
+class PrioritizedReplayBuffer(ReplayBuffer):
+    """PyMARL2's prioritized replay (use_per): episodes are drawn with probability p_i^alpha / sum_j p_j^alpha
+    and weighted by (N * P(i))^-beta / max_j (N * P(j))^-beta to correct for it; beta grows linearly
+    from per_beta to 1 over t_max env steps. New episodes get the highest priority seen so far, and
+    the learner's TD errors (or returns) of each sampled batch become its episodes' new priorities.
+
+    PyMARL2 keeps p^alpha in sum and min segment trees; here they are one array, whose cumulative sum
+    (5000 episodes: microseconds) finds the same episodes for the same random numbers: the drawing
+    is stratified like PyMARL2's, one point uniform in each of batch_size equal slices of the total
+    mass, drawn with python's `random` as there.
+    """
+
+    def __init__(self, scheme: dict, groups: dict, buffer_size: int, max_seq_length: int, alpha: float,
+                 beta: float, t_max: int, preprocess: dict | None = None, device: str = "cpu"):
+        super().__init__(scheme, groups, buffer_size, max_seq_length, preprocess=preprocess, device=device)
+        self.alpha = alpha
+        self.beta_start = beta
+        self.beta = beta
+        self.beta_increment = (1.0 - beta) / t_max
+        self.max_priority = 1.0
+        self.weighted_priorities = np.zeros(buffer_size, dtype=np.float64)  # p_i^alpha per slot
+
+    def _store(self, steps: dict, constants: dict, length: int) -> None:
+        self.weighted_priorities[self.buffer_index] = self.max_priority ** self.alpha
+        super()._store(steps, constants, length)
+
+    def sample(self, batch_size: int, t_env: int) -> tuple[EpisodeBatch, np.ndarray, np.ndarray]:
+        """(batch, the slots drawn [batch_size], their importance weights [batch_size]); slots may repeat."""
+        if not self.can_sample(batch_size):
+            raise ValueError(f"cannot sample {batch_size} episodes: the buffer holds only "
+                             f"{self.episodes_in_buffer}; check can_sample() first")
+        self.beta = self.beta_start + t_env * self.beta_increment
+        stored = self.weighted_priorities[:self.episodes_in_buffer]  # [n]
+        cumulative = np.cumsum(stored)  # [n]
+        slice_mass = cumulative[-1] / batch_size
+        masses = [(random.random() + i) * slice_mass for i in range(batch_size)]
+        slots = np.minimum(np.searchsorted(cumulative, masses, side="right"), self.episodes_in_buffer - 1)
+        probabilities = stored / cumulative[-1]  # [n]
+        max_weight = (probabilities.min() * self.episodes_in_buffer) ** -self.beta
+        weights = (probabilities[slots] * self.episodes_in_buffer) ** -self.beta / max_weight  # [batch_size]
+        return self._gather(slots), slots, weights
+
+    def update_priorities(self, slots: np.ndarray, priorities: np.ndarray) -> None:
+        """New priorities (> 0) for the episodes in `slots`, in order (a repeated slot keeps its last)."""
+        priorities = np.asarray(priorities, dtype=np.float64)
+        if len(slots) != len(priorities) or np.any(priorities <= 0):
+            raise ValueError("update_priorities needs one positive priority per slot")
+        self.weighted_priorities[slots] = priorities ** self.alpha
+        self.max_priority = max(self.max_priority, float(priorities.max()))
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "weighted_priorities": th.from_numpy(self.weighted_priorities.copy()),
+                "max_priority": self.max_priority}
+
+    def load_state_dict(self, state: dict) -> None:
+        if "weighted_priorities" not in state:
+            raise ValueError("the saved replay buffer has no priorities (saved with use_per=False)")
+        super().load_state_dict(state)
+        self.weighted_priorities[:] = state["weighted_priorities"].numpy()
+        self.max_priority = state["max_priority"]

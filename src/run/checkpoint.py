@@ -49,6 +49,16 @@ def checkpoint_step(checkpoint_path: str, load_step: int) -> int:
     return min(steps, key=lambda step: abs(step - load_step))
 
 
+def saved_precision(checkpoint_path: str, load_step: int) -> str | None:
+    """The train_precision recorded in the checkpoint that load_step picks; None when it records none
+    (saved before marlkit recorded it) or cannot be read (resuming reports that in its own words)."""
+    try:
+        folder = os.path.join(checkpoint_path, str(checkpoint_step(checkpoint_path, load_step)))
+        return load_file(folder, TRAINING_STATE).get("train_precision")
+    except CheckpointError:
+        return None
+
+
 def load_file(folder: str, name: str, mmap: bool = False):
     """th.load of folder/name on the CPU; CheckpointError naming the folder when it is missing or damaged."""
     path = os.path.join(folder, name)

@@ -26,7 +26,7 @@ from types import SimpleNamespace
 import psutil
 import torch as th
 
-from components.episode_buffer import ReplayBuffer, StorageBytes
+from components.episode_buffer import PrioritizedReplayBuffer, ReplayBuffer, StorageBytes
 from controllers import REGISTRY as mac_REGISTRY
 from learners import REGISTRY as le_REGISTRY
 from run import checkpoint
@@ -39,6 +39,7 @@ from utils.timehelper import time_left, time_str
 
 MEMORY_HEADROOM_BYTES = 1 << 30  # left free for everything but the replay buffer
 MIN_STORED_STEPS = 2  # an episode of one env step keeps that step and the final state row
+PER_PRIORITY_FLOOR = 1e-6  # added to every new priority (PyMARL2's per_run), so that none is 0
 
 
 def run(_run, _config: dict, _log) -> None:
@@ -80,12 +81,23 @@ def select_resume_checkpoint(args: SimpleNamespace, _log) -> ResumePoint:
     """The complete checkpoint under args.checkpoint_path to resume from (see checkpoint.select)."""
     folder, step, state = checkpoint.select(args.checkpoint_path, args.load_step, need_state=True, log=_log)
     _log.info(f"Resuming from {folder} (t_env {step}, episode {state['episode']})")
+    saved = state.get("train_precision")
+    if saved is None:
+        _log.warning(f"the checkpoint does not record its training precision (saved by an older marlkit, whose "
+                     f"default on CPUs with bfloat16 was bfloat16); training goes on in {args.train_precision}")
+    elif saved != args.train_precision:
+        _log.warning(f"training goes on in {args.train_precision} as the command line says; the checkpoint was "
+                     f"trained in {saved}")
+    else:
+        _log.info(f"training goes on in {saved}, the precision the checkpoint was trained in")
     return ResumePoint(folder=folder, step=step, state=state)
 
 
 def run_label(args: SimpleNamespace) -> str:
-    """The run's name, tagged with the SMAC engine so results of the two engines are never mixed up."""
-    return f"{args.name}_{args.env_args['backend']}" if args.env == "sc2" else args.name
+    """The run's name, tagged with the SMAC engine so results of the two engines are never mixed up,
+    and with the training precision when it is not float32 (PyMARL2's)."""
+    label = f"{args.name}_{args.env_args['backend']}" if args.env == "sc2" else args.name
+    return label if args.train_precision == "float32" else f"{label}_{args.train_precision}"
 
 
 def args_sanity_check(config: dict, _log) -> dict:
@@ -163,8 +175,12 @@ def setup_learning(args: SimpleNamespace, runner, logger: Logger) -> tuple:
     max_seq_length = env_info["episode_limit"] + 1
     check_buffer_memory(args.buffer_size, ReplayBuffer.storage_bytes(scheme, groups, preprocess), max_seq_length,
                         buffer_device, logger)
-    buffer = ReplayBuffer(scheme, groups, args.buffer_size, max_seq_length, preprocess=preprocess,
-                          device=buffer_device)
+    if args.use_per:
+        buffer = PrioritizedReplayBuffer(scheme, groups, args.buffer_size, max_seq_length, args.per_alpha,
+                                         args.per_beta, args.t_max, preprocess=preprocess, device=buffer_device)
+    else:
+        buffer = ReplayBuffer(scheme, groups, args.buffer_size, max_seq_length, preprocess=preprocess,
+                              device=buffer_device)
     mac = _lookup(mac_REGISTRY, args.mac, "mac")(buffer.scheme, groups, args)
     runner.setup(scheme=scheme, groups=groups, preprocess=preprocess, mac=mac)
     learner = _lookup(le_REGISTRY, args.learner, "learner")(mac, buffer.scheme, logger, args)
@@ -294,8 +310,9 @@ class TrainingLoop:
         self.start_time = time.time()
         self.last_test_time = self.start_time
         # On the GPU the host threads hardly matter: keep torch's count there.
-        fixed = args.learner_threads if args.device == "cpu" else th.get_num_threads()
-        self.threads = ThreadTuner(fixed, max_threads=th.get_num_threads())
+        on_cpu = args.device == "cpu"
+        self.threads = ThreadTuner(args.learner_threads if on_cpu else 0, max_threads=th.get_num_threads(),
+                                   tune=on_cpu and args.tune_learner_threads)
 
     def run(self) -> None:
         self.logger.console_logger.info(f"Beginning training for {self.args.t_max} timesteps")
@@ -328,13 +345,21 @@ class TrainingLoop:
             self.buffer.insert_episode_batch(self.runner.run(test_mode=False))
 
     def learn(self) -> None:
+        """One training step on a sample; with prioritized replay (use_per) the sample is drawn by
+        priority, weighted by importance, and its episodes' priorities are updated after the step."""
         # No steps to drop: the buffer pads a sample only to its longest drawn episode.
-        sample = self.buffer.sample(self.args.batch_size)
+        if self.args.use_per:
+            sample, slots, weights = self.buffer.sample(self.args.batch_size, self.runner.t_env)
+            weights = th.as_tensor(weights, device=self.args.device)  # [batch_size]
+        else:
+            sample, weights = self.buffer.sample(self.args.batch_size), None
         if sample.device != self.args.device:
             sample.to(self.args.device)
         chosen = self.threads.current
         with self.threads.step(work=sample.max_seq_length):
-            self.learner.train(sample, self.runner.t_env, self.episode)
+            info = self.learner.train(sample, self.runner.t_env, self.episode, per_weight=weights)
+        if weights is not None:
+            self.buffer.update_priorities(slots, info["td_errors_abs"].numpy() + PER_PRIORITY_FLOOR)
         if self.threads.current != chosen:
             self.logger.log_stat("learner_threads", self.threads.current, self.runner.t_env)
             speeds = ", ".join(f"{n}: {1e3 * s:.2f} ms" for n, s in sorted(self.threads.seconds.items()))
@@ -373,6 +398,7 @@ class TrainingLoop:
         return {"version": checkpoint.STATE_VERSION, "files": files, "episode": self.episode,
                 "last_test_t": self.last_test_t, "last_log_t": self.last_log_t, "model_save_t": self.model_save_t,
                 "runner": self.runner.state_dict(), "learner": self.learner.state_dict(),
+                "train_precision": self.args.train_precision,
                 "rng": checkpoint.rng_states(), "sacred_info": self.logger.sacred_info_copy()}
 
     def resume(self, point) -> None:

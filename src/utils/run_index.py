@@ -1,5 +1,6 @@
 """Helpers shared by the sweep and plot tools: dotted config keys (`env_args.map_name`) and the
-unique_token of a run (`<name>__<date>`, or `<name>_<engine>__<date>` on SMAC, see run.run_label)."""
+unique_token of a run (`<name>__<date>`; on SMAC `<name>_<engine>__<date>`; with `_bfloat16` before
+the date when it trained in bfloat16; see run.run_label)."""
 import re
 from typing import Any
 
@@ -43,6 +44,6 @@ def nested(dotted: str, value: Any) -> dict:
 
 
 def token_pattern(name: str) -> re.Pattern:
-    """Matches the unique_tokens of runs named `name`; group "date" is the token's time stamp.
-    The engine tag is letters only, so `x_seed1` never matches the tokens of `x_seed10`."""
-    return re.compile(re.escape(name) + r"(_[A-Za-z]+)?__(?P<date>\d{4}-\d{2}-\d{2}_\d{2}-\d{2}-\d{2})$")
+    """Matches the unique_tokens of runs named `name`; group "date" is the token's time stamp. The tags
+    are spelled out, so `x_seed1` never matches the tokens of `x_seed10`."""
+    return re.compile(re.escape(name) + r"(_builtin|_sc2)?(_bfloat16)?__(?P<date>\d{4}-\d{2}-\d{2}_\d{2}-\d{2}-\d{2})$")

@@ -4,8 +4,11 @@ Oversubscription is the trap: torch's parallel regions wait for every one of the
 when another busy process holds one of the cores, each of the thousands of operators of a
 training step waits for a time slice. On 2 cores a QMIX training step that takes 0.26 s with 2
 threads on an idle machine took 3-5x longer with 2 threads than with 1 once other processes ran
-(and PyMARL2's went from 0.24 s to 24-54 s). Acting always uses one thread (runner_base); the
-training step's count is chosen by ThreadTuner from measured step times.
+(and PyMARL2's went from 0.24 s to 24-54 s). Acting always uses one thread (runner_base). The
+training step uses torch's own count (all cores, as PyMARL2) or learner_threads; with
+tune_learner_threads (opt-in) ThreadTuner chooses it from measured step times. That is opt-in
+because on some CPUs a matmul's result depends on the thread count (an Intel Xeon here; not an AMD
+EPYC), so a count chosen by timing makes a run's numbers depend on the machine's load.
 """
 import contextlib
 import time
@@ -31,20 +34,23 @@ def torch_threads(n_threads: int) -> Iterator[None]:
 class ThreadTuner:
     """Picks the thread count of a repeated CPU workload (the training step) by timing it.
 
-    `fixed` > 0 pins the count. With 0 (auto) the candidates are 1 and `max_threads`: the tuner
-    runs the step with its current choice and, every `probe_every` steps, once with the other
-    count; it also probes at its second step, so that both counts are timed from the start. It
-    switches when the probe's time is below `switch_ratio` times the current count's (an
-    exponential average of its recent steps), so a busy neighbour process that comes or goes is
-    followed within a probe or two. On the CPUs we tried the losses were bit-identical with 1 and
-    2 threads (tests/test_threads.py), so the choice changes speed only.
+    Without `tune` it always uses `threads` (0 = `max_threads`). With `tune` the candidates are 1
+    and `max_threads`: the tuner runs the step with its current choice and, every `probe_every`
+    steps, once with the other count; it also probes at its second step, so that both counts are
+    timed from the start. It switches when the probe's time is below `switch_ratio` times the
+    current count's (an exponential average of its recent steps), so a busy neighbour process that
+    comes or goes is followed within a probe or two.
     """
 
-    def __init__(self, fixed: int, max_threads: int, probe_every: int = 10, switch_ratio: float = 0.9,
-                 smoothing: float = 0.5):
-        if fixed < 0:
-            raise ValueError(f"learner_threads must be 0 (auto) or a positive thread count, got {fixed}")
-        self.candidates = [fixed] if fixed > 0 else sorted({1, max(1, max_threads)}, reverse=True)
+    def __init__(self, threads: int, max_threads: int, tune: bool = False, probe_every: int = 10,
+                 switch_ratio: float = 0.9, smoothing: float = 0.5):
+        if threads < 0:
+            raise ValueError(f"learner_threads must be 0 (torch's count) or a positive thread count, got {threads}")
+        if tune and threads:
+            raise ValueError(f"tune_learner_threads=True chooses the count itself; it needs learner_threads=0, "
+                             f"got {threads}")
+        max_threads = max(1, max_threads)
+        self.candidates = sorted({1, max_threads}, reverse=True) if tune else [threads or max_threads]
         self.current = self.candidates[0]
         self.probe_every = probe_every
         self.switch_ratio = switch_ratio

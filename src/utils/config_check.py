@@ -1,0 +1,168 @@
+"""Checks of the command line's `with KEY=VALUE` overrides, before sacred sees them.
+
+Sacred accepts any key and any value: a mistyped key silently adds a setting nobody reads, and a
+value of the wrong kind fails much later, or never. Here every override must name a declared key
+(a key of the merged YAML configs, or an argument of the env's constructor under `env_args.`) and
+must have the key's kind. The kind is the YAML value's (or, for env_args, the constructor's type
+hint), read the way PyMARL2 users write their commands:
+
+- integer keys take integral floats, so `t_max=2e6` and `epsilon_anneal_time=5e5` work (`2.5` does not);
+- float keys take integers (`lr=1`);
+- string keys take numbers as the text typed (`env_args.difficulty=3` is "3", `game_version=4.10` is
+  "4.10", not the float 4.1);
+- keys whose default is null take anything.
+
+An override that needs converting is rewritten as a token that sacred parses to the converted value,
+so config.json records what the run used.
+"""
+import collections.abc
+import difflib
+import inspect
+import types
+import typing
+from typing import Any, Callable
+
+from sacred.arg_parser import get_config_updates
+
+# Keys PyMARL2's configs or code have that marlkit does not port, with the reason given to whoever
+# types them after `with`.
+_NOT_YET_PORTED = {
+    "Qatten": ("agent_own_state_size", "n_attention_head", "n_constrant_value", "n_head_embedding_layer1",
+               "n_head_embedding_layer2", "n_key_embedding_layer1", "n_query_embedding_layer1",
+               "n_query_embedding_layer2", "type"),
+    "QPLEX": ("adv_hypernet_embed", "adv_hypernet_layers", "is_adv_attention", "is_minus_one", "is_stop_gradient",
+              "num_kernel", "weighted_head"),
+    "OW-QMIX/CW-QMIX": ("central_action_embed", "central_agent", "central_loss", "central_mac", "central_mixer",
+                        "central_mixing_embed_dim", "central_rnn_hidden_dim", "hysteretic_qmix", "qmix_loss", "w"),
+    "QTRAN": ("network_size", "nopt_min_loss", "opt_loss", "qtran_arch"),
+    "QMIX-att": ("att_embed_dim", "att_heads"),
+    "QMIX-conv": ("frames",),
+    "COMA and DOP": ("critic_baseline_fn", "critic_q_fn", "critic_train_mode", "critic_train_reps"),
+    "IPPO": ("critic_coef", "entropy", "eps_clip", "gae_lambda", "mini_epochs", "use_value_norm", "save_probs",
+             "optimizer_epsilon", "agent_return_logits"),
+    "VMIX": ("lam", "optim", "vf_coef"),
+    "LICA": ("critic", "critics_update_num", "hypernet_embed_dim", "lica_mixing_embed_dim"),
+    "DOP": ("step", "tb_lambda", "off_batch_size", "off_buffer_size"),
+    "RIIT": ("critic_hidden_dim", "lambd"),
+    "VMIX, DOP and RIIT": ("ent_coef", "entropy_coef", "q_nstep"),
+}
+UNPORTED_KEYS = {
+    key: f"a setting of PyMARL2's {algorithms}, which marlkit does not ship yet"
+    for algorithms, keys in _NOT_YET_PORTED.items() for key in keys
+}
+UNPORTED_KEYS["accumulated_episodes"] = (
+    "not supported: PyMARL2's run loop (ippo.yaml) skips the training step with it, but also the episode "
+    "count, tests and saves, so a value that divides batch_size_run does nothing and any other stops training "
+    "for good")
+
+
+# Kinds of keys whose default (null) does not tell.
+_KEY_KINDS = {"seed": int}
+
+
+class UsageError(Exception):
+    """A command line mistake: reported as one line and exit code 2, without a traceback."""
+
+
+def normalise_overrides(tokens: list, config: dict, env_kinds: dict | None) -> list:
+    """The `with` tokens checked against `config` (the merged YAML configs) and, where a value needs
+    converting, rewritten; tokens without '=' (sacred's named configs) pass unchanged. `env_kinds`
+    maps the env's constructor arguments to their kinds (env_arg_kinds); None = any argument.
+    Raises UsageError for an unknown key or a value of the wrong kind."""
+    return [_normalise_token(token, config, env_kinds) if "=" in token else token for token in tokens]
+
+
+def _normalise_token(token: str, config: dict, env_kinds: dict | None) -> str:
+    path, _, raw = token.partition("=")
+    path = path.strip()
+    updates, _ = get_config_updates([token])
+    checked, changed = _check(updates, config, "", env_kinds, {path: raw.strip()})
+    if not changed:
+        return token
+    value = checked
+    for part in path.split("."):
+        value = value[part]
+    return f"{path}={value!r}"
+
+
+def _check(updates: dict, config: dict, where: str, env_kinds: dict | None,
+           typed: dict) -> tuple[dict, bool]:
+    """(updates with converted values, whether any changed); UsageError for unknown keys and wrong
+    kinds. `typed` maps a dotted key to the text typed for it."""
+    in_env_args = where == "env_args."
+    known = set(config) | (set(env_kinds or ()) if in_env_args else {"seed"})
+    checked, changed = {}, False
+    for key, value in updates.items():
+        name = where + key
+        if key not in known and not (in_env_args and env_kinds is None):
+            raise UsageError(_unknown_key_message(name, value, known, where))
+        default = config.get(key)
+        if isinstance(value, collections.abc.Mapping) and isinstance(default, collections.abc.Mapping):
+            checked[key], key_changed = _check(value, default, f"{name}.", env_kinds, typed)
+        else:
+            kind = _KEY_KINDS.get(name) or (env_kinds.get(key) if in_env_args and env_kinds else None)
+            checked[key] = convert(name, value, default, typed.get(name), kind)
+            key_changed = type(checked[key]) is not type(value) or checked[key] != value
+        changed = changed or key_changed
+    return checked, changed
+
+
+def _unknown_key_message(name: str, value: Any, known: set, where: str) -> str:
+    key = name[len(where):]
+    if not where and key in UNPORTED_KEYS:
+        return f"unknown config key '{name}' (with {name}={value!r}): {UNPORTED_KEYS[key]}"
+    close = difflib.get_close_matches(key, sorted(known), n=1)
+    hint = (f"did you mean '{where}{close[0]}'?" if close
+            else "the known keys are in src/config/ (default.yaml, envs/, algs/)")
+    return f"unknown config key '{name}' (with {name}={value!r}); {hint}"
+
+
+def convert(name: str, value: Any, default: Any, raw: str | None = None, kind: type | None = None) -> Any:
+    """`value` as the kind of setting `name` is (`kind`, else the type of `default`; anything when
+    both are missing), or UsageError. `raw` is the text typed, kept as the value of a string setting
+    given a number."""
+    kind = kind or (None if default is None else type(default))
+    if kind is None or (kind is str and value is None):
+        return value
+    if kind is bool or isinstance(value, bool):
+        if kind is bool and isinstance(value, bool):
+            return value
+    elif isinstance(value, (int, float)):
+        if kind is int:
+            if float(value).is_integer():
+                return int(value)
+            raise UsageError(f"{name}={value!r} must be a whole number like the default {default!r} "
+                             f"(2e6 is fine, 2.5 is not)")
+        if kind is float:
+            return float(value)
+        if kind is str:
+            return raw if raw is not None else str(value)
+    elif isinstance(value, kind) or (kind in (list, tuple) and isinstance(value, (list, tuple))):
+        return value
+    raise UsageError(f"{name}={value!r} has the wrong type: expected {kind.__name__} like the default {default!r}, "
+                     f"got {type(value).__name__}")
+
+
+def annotation_kind(annotation: Any) -> type | None:
+    """The kind of value a type hint asks for (bool, int, float, str, list, tuple, dict), or None
+    (anything) when it has none or allows several kinds; `X | None` is X."""
+    if annotation is inspect.Parameter.empty:
+        return None
+    if isinstance(annotation, (types.UnionType,)) or typing.get_origin(annotation) is typing.Union:
+        kinds = {annotation_kind(arg) for arg in typing.get_args(annotation) if arg is not type(None)}
+        if kinds == {int, float}:
+            return float
+        return kinds.pop() if len(kinds) == 1 else None
+    annotation = typing.get_origin(annotation) or annotation
+    return annotation if annotation in (bool, int, float, str, list, tuple, dict) else None
+
+
+def env_arg_kinds(factory: Callable | None) -> dict | None:
+    """{argument: kind} of an env constructor's keyword arguments (annotation_kind); None when it
+    takes any keyword (**kwargs) or is unknown."""
+    if factory is None:
+        return None
+    parameters = inspect.signature(factory, eval_str=True).parameters.values()
+    if any(parameter.kind is parameter.VAR_KEYWORD for parameter in parameters):
+        return None
+    return {parameter.name: annotation_kind(parameter.annotation) for parameter in parameters}

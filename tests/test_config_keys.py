@@ -1,0 +1,124 @@
+"""PyMARL2's configs and keys: every option the code reads is a declared key with PyMARL2's default, and
+the algorithm presets hold PyMARL2's values."""
+import ast
+import os
+
+import pytest
+
+import main
+from main import build_config
+
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+# Packages whose `args` is the run's config (the tools' `args` are their argparse options).
+CONFIG_READERS = ("components", "controllers", "learners", "modules", "runners", "run", "envs", "utils")
+# Set by run.py from the env, or derived by it, not configured.
+RUNTIME_KEYS = {"n_agents", "n_actions", "state_shape", "obs_shape", "episode_limit", "device", "unique_token",
+                "env_seed_generation"}
+
+
+def config_reads() -> dict:
+    """{key: [fallback default or None]} of every `args.key` and `getattr(args, "key", default)` in the
+    config readers (`args`, `self.args`)."""
+    reads = {}
+    for package in CONFIG_READERS:
+        for folder, _, files in os.walk(os.path.join(SRC, package)):
+            for name in files:
+                if name.endswith(".py"):
+                    with open(os.path.join(folder, name)) as f:
+                        source = f.read()
+                    if "argparse" not in source:  # a command-line tool's `args` are its options
+                        collect_reads(ast.parse(source), reads)
+    return reads
+
+
+def is_args(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Name) and node.id == "args") or (
+        isinstance(node, ast.Attribute) and node.attr == "args" and isinstance(node.value, ast.Name))
+
+
+def collect_reads(tree: ast.AST, reads: dict) -> None:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and is_args(node.value) and isinstance(node.ctx, ast.Load):
+            reads.setdefault(node.attr, [])
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+              and len(node.args) == 3 and is_args(node.args[0]) and isinstance(node.args[1], ast.Constant)):
+            fallback = node.args[2]
+            reads.setdefault(node.args[1].value, []).append(
+                fallback.value if isinstance(fallback, ast.Constant) else None)
+
+
+def test_every_option_the_code_reads_is_a_declared_key_with_its_fallback_as_default():
+    defaults = main.load_yaml(os.path.join(main.CONFIG_DIR, "default.yaml"))
+    reads = config_reads()
+    assert {"td_lambda", "weight_decay", "test_noise", "double_q", "use_per", "qmix_pos_func"} <= set(reads)
+    undeclared = sorted(set(reads) - set(defaults) - RUNTIME_KEYS - {"name"})
+    assert undeclared == []
+    for key, fallbacks in reads.items():
+        for fallback in fallbacks:
+            if fallback is not None and key in defaults:
+                assert defaults[key] == fallback, key
+
+
+@pytest.mark.parametrize("key", ["weight_decay", "qmix_pos_func", "test_noise", "double_q", "use_per", "per_alpha",
+                                 "per_beta", "return_priority", "mask_before_softmax", "tune_learner_threads"])
+def test_pymarl2_keys_can_be_set(key, tmp_path):
+    config = build_config(["--config=qmix", "--env-config=sc2"])
+    assert main.checked_params(["main.py", "with", f"{key}={config[key]!r}"], config)[2:] == [f"{key}={config[key]!r}"]
+
+
+# PyMARL2's values of its YAML files (hijkzzz/pymarl2, src/config/algs/), merged over its default.yaml.
+PYMARL2_PRESETS = {
+    "iql": {"learner": "q_learner", "double_q": True, "mixer": None, "mac": "basic_mac", "agent": "rnn",
+            "agent_output_type": "q", "optimizer": "adam", "lr": 0.0005, "batch_size": 32, "buffer_size": 5000,
+            "batch_size_run": 8, "runner": "parallel", "target_update_interval": 200, "epsilon_start": 1.0,
+            "epsilon_finish": 0.05, "epsilon_anneal_time": 100000, "t_max": 10050000, "name": "iql_env=8_adam"},
+    "qmix": {"learner": "nq_learner", "mixer": "qmix", "mac": "n_mac", "agent": "n_rnn", "rnn_hidden_dim": 64,
+             "mixing_embed_dim": 32, "hypernet_embed": 64, "lr": 0.001, "td_lambda": 0.6, "q_lambda": False,
+             "batch_size": 128, "buffer_size": 5000, "batch_size_run": 8, "use_per": False, "per_alpha": 0.6,
+             "per_beta": 0.4, "return_priority": False, "t_max": 10050000, "name": "qmix_env=8_adam_td_lambda"},
+    "qmix_large": {"learner": "nq_learner", "mixer": "qmix", "mac": "n_mac", "agent": "n_rnn",
+                   "rnn_hidden_dim": 256, "mixing_embed_dim": 64, "hypernet_embed": 256, "lr": 0.001,
+                   "td_lambda": 0.6, "weight_decay": 0, "batch_size": 128, "buffer_size": 5000, "batch_size_run": 8,
+                   "use_per": False, "t_max": 10050000, "name": "qmix_large_env=8_adam_td_lambda"},
+    "qmix_high_sample_efficiency": {"learner": "nq_learner", "mixer": "qmix", "mac": "n_mac", "agent": "n_rnn",
+                                    "rnn_hidden_dim": 64, "mixing_embed_dim": 32, "hypernet_embed": 64, "lr": 0.001,
+                                    "td_lambda": 0.5, "batch_size": 64, "buffer_size": 2500, "batch_size_run": 4,
+                                    "t_max": 10050000, "name": "qmix_env=4_adam_td_lambda"},
+    "qmix_predator_prey": {"learner": "nq_learner", "mixer": "qmix", "mac": "n_mac", "agent": "n_rnn",
+                           "mixing_embed_dim": 32, "hypernet_embed": 64, "lr": 0.001, "td_lambda": 0.5,
+                           "batch_size": 128, "buffer_size": 1000, "batch_size_run": 8, "t_max": 1050000,
+                           "target_update_interval": 200, "name": "qmix_env=8_adam_td_lambda"},
+    "vdn": {"learner": "nq_learner", "mixer": "vdn", "mac": "n_mac", "agent": "n_rnn", "lr": 0.001,
+            "td_lambda": 0.6, "batch_size": 128, "buffer_size": 5000, "batch_size_run": 8,
+            "name": "vdn_env=8_adam_td_lambda"},
+}
+
+
+@pytest.mark.parametrize("alg", sorted(PYMARL2_PRESETS))
+def test_presets_hold_pymarl2_values(alg):
+    config = build_config([f"--config={alg}", "--env-config=sc2"])
+    assert {key: config[key] for key in PYMARL2_PRESETS[alg]} == PYMARL2_PRESETS[alg]
+    assert config["train_precision"] == "float32" and not config["tune_learner_threads"]
+
+
+@pytest.mark.parametrize("alg, anneal", [("qmix_increase_eps_time", 500000), ("qmix_decrease_eps_time", 50000)])
+def test_epsilon_presets_differ_from_qmix_only_in_the_anneal_their_header_names(alg, anneal):
+    preset, qmix = (build_config([f"--config={name}", "--env-config=sc2"]) for name in (alg, "qmix"))
+    differ = {key for key in preset.keys() | qmix.keys() if preset.get(key) != qmix.get(key)}
+    assert differ == {"epsilon_anneal_time", "name"} and preset["epsilon_anneal_time"] == anneal
+    with open(os.path.join(main.CONFIG_DIR, "algs", f"{alg}.yaml")) as f:
+        header = f.read().split("---", 2)[1]
+    assert f"{anneal // 1000}k env steps" in header and "nothing else differs" in header
+
+
+def test_stag_hunt_env_config_holds_pymarl2_values():
+    config = build_config(["--config=qmix_predator_prey", "--env-config=stag_hunt"])
+    assert (config["env"], config["obs_agent_id"], config["test_nepisode"], config["test_interval"]) == \
+        ("stag_hunt", False, 16, 10000)
+    env_args = config["env_args"]
+    assert {key: env_args[key] for key in ("n_agents", "n_stags", "n_hare", "world_shape", "agent_obs",
+                                           "capture_action", "capture_action_conditions", "episode_limit",
+                                           "reward_stag", "reward_time", "miscapture_punishment")} == {
+        "n_agents": 8, "n_stags": 8, "n_hare": 0, "world_shape": [10, 10], "agent_obs": [2, 2],
+        "capture_action": True, "capture_action_conditions": [2, 1], "episode_limit": 200, "reward_stag": 10,
+        "reward_time": 0, "miscapture_punishment": 0}
