@@ -1,7 +1,8 @@
 """A tiny deterministic env for the runner tests, importable by the parallel runner's workers.
 
 With seed s an episode is meant to last 3 + s % 4 steps; with episode_limit 5 the seeds with
-s % 4 == 3 are cut by the time limit (info["episode_limit"] = True). Observations, state and
+s % 4 == 3 are cut by the time limit (info["episode_limit"] = True unless flag_timeouts is False,
+as SMAC with continuing_episode=False). Observations, state and
 available actions encode (t, agent, seed), and the reward encodes the joint action, so any
 misplaced row or step in a batch shows up in the stored values.
 """
@@ -20,12 +21,13 @@ def intended_length(seed: int) -> int:
 
 class CountdownEnv(MultiAgentEnv):
 
-    def __init__(self, seed: int = 0, fail_on_reset: bool = False):
+    def __init__(self, seed: int = 0, fail_on_reset: bool = False, flag_timeouts: bool = True):
         self.n_agents = N_AGENTS
         self.n_actions = N_ACTIONS
         self.episode_limit = EPISODE_LIMIT
         self._seed = seed
         self.fail_on_reset = fail_on_reset
+        self.flag_timeouts = flag_timeouts  # False: like SMAC with continuing_episode=False
         self.t = 0
         self.episodes = 0
 
@@ -44,7 +46,7 @@ class CountdownEnv(MultiAgentEnv):
         if won or timed_out:
             self.episodes += 1
         info = {"battle_won": won}
-        if timed_out:
+        if timed_out and self.flag_timeouts:
             info["episode_limit"] = True
         return reward, won or timed_out, info
 

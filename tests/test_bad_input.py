@@ -82,7 +82,9 @@ def test_env_arg_kinds_follow_the_constructors():
     kinds = env_arg_kinds(env_factory("sc2"))
     assert (kinds["map_name"], kinds["reward_win"], kinds["step_mul"], kinds["game_version"]) == (str, float, int, str)
     assert {"backend", "window_size_x"} <= set(kinds)
-    assert {"world_shape", "seed"} <= set(env_arg_kinds(env_factory("stag_hunt")))
+    assert {"world_shape", "prey_move_prob", "seed"} <= set(env_arg_kinds(env_factory("small_stag_hunt")))
+    stag_hunt = env_arg_kinds(env_factory("stag_hunt"))
+    assert (stag_hunt["world_shape"], stag_hunt["reward_stag"], stag_hunt["directed_exta_actions"]) == (tuple, float, bool)
     assert env_arg_kinds(env_factory("no_such_env")) is None
 
 

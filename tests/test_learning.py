@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import yaml
 
-from envs.stag_hunt import StagHunt
+from envs.small_stag_hunt import SmallStagHunt
 from main_runs import REPO, read_json, run_dir, run_main
 
 SEED = 3
@@ -29,8 +29,8 @@ def run_name(alg: str) -> str:
 
 
 def random_policy_return(episodes: int = 200) -> float:
-    """Mean return of uniformly random available actions on the default stag hunt."""
-    env = StagHunt(seed=SEED)
+    """Mean return of uniformly random available actions on the default small stag hunt."""
+    env = SmallStagHunt(seed=SEED)
     rng = np.random.default_rng(SEED)
     returns = []
     for _ in range(episodes):
@@ -57,16 +57,16 @@ STAG_HUNT_SHORT = ["t_max=30000", "epsilon_anneal_time=10000", "batch_size_run=4
                    "batch_size=32", "target_update_interval=50", "test_interval=5000", "log_interval=5000"]
 
 
-def test_qmix_beats_random_on_stag_hunt(tmp_path):
+def test_qmix_beats_random_on_small_stag_hunt(tmp_path):
     random_return = random_policy_return()
-    info = train(str(tmp_path), "qmix", "stag_hunt", *STAG_HUNT_SHORT)
+    info = train(str(tmp_path), "qmix", "small_stag_hunt", *STAG_HUNT_SHORT)
     best_late = max(info["test_return_mean"][-3:])
     assert best_late >= max(3.0, 2 * random_return), (best_late, random_return)
 
 
 @pytest.mark.slow
 def test_qmix_hunts_the_stag_with_a_longer_budget(tmp_path):
-    info = train(str(tmp_path), "qmix", "stag_hunt", "t_max=100000", "epsilon_anneal_time=20000",
+    info = train(str(tmp_path), "qmix", "small_stag_hunt", "t_max=100000", "epsilon_anneal_time=20000",
                  "batch_size_run=4", "buffer_size=2000", "batch_size=32", "target_update_interval=50",
                  "test_interval=10000", "log_interval=10000")
     # A caught stag is worth 10; the scripted coordinated policy of test_envs.py scores about 12.
@@ -75,7 +75,7 @@ def test_qmix_hunts_the_stag_with_a_longer_budget(tmp_path):
 
 @pytest.mark.parametrize("alg", ["vdn", "iql"])
 def test_vdn_and_iql_configs_train(tmp_path, alg):
-    info = train(str(tmp_path), alg, "stag_hunt", "t_max=3000", "batch_size_run=2", "buffer_size=200",
+    info = train(str(tmp_path), alg, "small_stag_hunt", "t_max=3000", "batch_size_run=2", "buffer_size=200",
                  "batch_size=16", "test_interval=1000", "log_interval=1000", "learner_log_interval=500")
     losses = info["loss_td"]
     assert len(losses) >= 2 and all(np.isfinite(losses))

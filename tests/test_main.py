@@ -71,12 +71,12 @@ def test_evaluate_loads_the_closest_saved_model(parallel_training, results):
     assert info["test_return_mean"][0] == pytest.approx(trained["test_return_mean"][1])
 
 
-def test_episode_runner_on_stag_hunt(tmp_path):
-    proc = run_main("--config", "vdn", "--env-config", "stag_hunt", "with", f"local_results_path={tmp_path}",
+def test_episode_runner_on_small_stag_hunt(tmp_path):
+    proc = run_main("--config", "vdn", "--env-config", "small_stag_hunt", "with", f"local_results_path={tmp_path}",
                     "runner=episode", "batch_size_run=1", "t_max=60", "test_interval=50", "test_nepisode=1",
                     "buffer_size=4", "batch_size=2", *SMALL[:2])
     assert proc.returncode == 0, proc.stderr[-3000:]
-    folder = run_dir(str(tmp_path), "stag_hunt", "vdn_env=8_adam_td_lambda", 1)
+    folder = run_dir(str(tmp_path), "small_stag_hunt", "vdn_env=8_adam_td_lambda", 1)
     assert read_json(folder, "info.json")["test_return_mean_T"] == [25, 75]
     config = read_json(folder, "config.json")
     assert config["env_seeds"] == [config["seed"]]
@@ -145,3 +145,11 @@ def test_pymarl2_presets_run_on_smac(tmp_path, alg, name, monkeypatch):
     info, config = read_json(folder, "info.json"), read_json(folder, "config.json")
     assert config["t_max"] == 200 and len(info["test_battle_won_mean"]) >= 2 and "loss_td" in info
     assert os.listdir(tmp_path / "models")
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_prints_usage_and_the_configs(flag):
+    proc = run_main(flag)
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert proc.stdout.startswith("usage: main.py --config=ALG --env-config=ENV")
+    assert "ALG: iql, iql_td_lambda, qmix," in proc.stdout and "stag_hunt" in proc.stdout

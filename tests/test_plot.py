@@ -19,10 +19,10 @@ METRIC = "test_return_mean"
 def write_run(results: str, name: str, run_id: int, eps: int, seed: int, t: list, values: list,
               status: str = "COMPLETED") -> str:
     """A sacred run folder as main.py writes it (only the files plot.py reads)."""
-    folder = os.path.join(results, "sacred", "stag_hunt", name, str(run_id))
+    folder = os.path.join(results, "sacred", "small_stag_hunt", name, str(run_id))
     os.makedirs(folder)
-    config = {"name": name, "seed": seed, "epsilon_anneal_time": eps, "env": "stag_hunt",
-              "env_args": {"map_name": "stag_hunt"}, "local_results_path": results}
+    config = {"name": name, "seed": seed, "epsilon_anneal_time": eps, "env": "small_stag_hunt",
+              "env_args": {"map_name": "small_stag_hunt"}, "local_results_path": results}
     files = {"config.json": config,
              "run.json": {"status": status, "start_time": "2026-11-30T01:00:00.000000"},
              "info.json": {METRIC: values, f"{METRIC}_T": t, "loss_td": [1.0], "loss_td_T": [5]}}
@@ -54,12 +54,12 @@ def logged(folder: str) -> tuple:
 
 
 def folders(results: str, eps: int) -> list:
-    base = os.path.join(results, "sacred", "stag_hunt")
+    base = os.path.join(results, "sacred", "small_stag_hunt")
     return [os.path.join(base, f"qmix_eps{eps}_seed{seed}", "1") for seed in range(3)]
 
 
 def test_runs_are_grouped_and_aligned_on_t_env(results):
-    runs = plot.load_runs([os.path.join(results, "sacred", "stag_hunt")], METRIC)
+    runs = plot.load_runs([os.path.join(results, "sacred", "small_stag_hunt")], METRIC)
     assert len(runs) == 6  # the INTERRUPTED run is left out
     groups = plot.group_runs(runs, ["epsilon_anneal_time"])
     assert list(groups) == ["epsilon_anneal_time=5000", "epsilon_anneal_time=20000"]  # numeric order
@@ -108,7 +108,7 @@ def test_ci95_uses_student_t():
 
 def test_command_writes_figures_and_tables(results, tmp_path):
     out = str(tmp_path / "out" / "eps")
-    proc = subprocess.run([sys.executable, PLOT, os.path.join(results, "sacred", "stag_hunt"), "--metric", METRIC,
+    proc = subprocess.run([sys.executable, PLOT, os.path.join(results, "sacred", "small_stag_hunt"), "--metric", METRIC,
                            "--group-by", "epsilon_anneal_time", "--spread", "ci95", "--out", out],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -130,7 +130,7 @@ def test_tensorboard_source_reads_the_run_events(results):
     for step, value in [(0, 1.5), (150, 2.5), (300, 4.0)]:
         writer.add_scalar(METRIC, value, step)
     writer.close()
-    (run,) = plot.load_runs([os.path.join(results, "sacred", "stag_hunt", name)], METRIC, source="tb")
+    (run,) = plot.load_runs([os.path.join(results, "sacred", "small_stag_hunt", name)], METRIC, source="tb")
     np.testing.assert_array_equal(run.t, [0, 150, 300])
     np.testing.assert_allclose(run.values, [1.5, 2.5, 4.0])
 

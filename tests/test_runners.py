@@ -172,7 +172,7 @@ def test_a_host_copy_pushed_step_by_step_fills_the_same_batch(monkeypatch, paral
 
 @pytest.mark.parametrize("env_config, env_args", [
     ("null", {"map_name": "corridor", "episode_length": 12}),
-    ("stag_hunt", {}),
+    ("small_stag_hunt", {}),
     ("sc2", {"map_name": "3m", "backend": "builtin"}),
 ])
 def test_main_process_and_worker_runs_are_identical(env_config, env_args):
@@ -284,6 +284,7 @@ BUILTIN_3M = {"map_name": "3m", "backend": "builtin"}
 @pytest.mark.parametrize("env, env_args, cores, save_replay, workers", [
     ("null", {}, 16, False, False),
     ("stag_hunt", {}, 16, False, False),
+    ("small_stag_hunt", {}, 16, False, False),
     ("one_step_matrix_game", {}, 16, False, False),
     ("sc2", BUILTIN_3M, 2, False, False),
     ("sc2", BUILTIN_3M, 4, False, True),  # the workers step the envs side by side
@@ -361,3 +362,18 @@ def test_unknown_env_name():
     args.env = "nope"
     with pytest.raises(ValueError, match="unknown env 'nope'; known envs: .*countdown"):
         runner_REGISTRY["episode"](args, RecordingLogger())
+
+
+@pytest.mark.parametrize("flag_timeouts", [True, False], ids=["flagged", "smac-default"])
+def test_a_time_out_is_terminal_unless_the_env_flags_it(flag_timeouts):
+    """SMAC with continuing_episode=False (its default) flags no time-out: the episode cut by the limit is
+    stored terminal, as in PyMARL2; flagged with info["episode_limit"], it is not and the learner bootstraps."""
+    seed = 7  # meant to last 6 steps: cut by the limit of 5
+    runner = make_runner(make_args("episode", seed, 1, flag_timeouts=flag_timeouts))
+    try:
+        batch = runner.run(test_mode=False)
+    finally:
+        runner.close_env()
+    terminated = batch["terminated"][0, :, 0].tolist()  # [T]
+    assert intended_length(seed) > EPISODE_LIMIT and len(terminated) == EPISODE_LIMIT + 1
+    assert terminated[EPISODE_LIMIT - 1] == (not flag_timeouts)

@@ -76,9 +76,9 @@ def test_bad_grid_is_one_clear_error(spec):
 
 def test_unknown_grid_key_and_reserved_overrides_are_refused(tmp_path):
     with pytest.raises(UsageError, match="not a config key"):
-        sweep.Sweep(*sweep.parse_command_line(["--config=qmix", "--env-config=stag_hunt", "--grid", "eps_time=1,2"]))
+        sweep.Sweep(*sweep.parse_command_line(["--config=qmix", "--env-config=small_stag_hunt", "--grid", "eps_time=1,2"]))
     with pytest.raises(UsageError, match="sets it for every run"):
-        sweep.Sweep(*sweep.parse_command_line(["--config=qmix", "--env-config=stag_hunt", "with", "name=x"]))
+        sweep.Sweep(*sweep.parse_command_line(["--config=qmix", "--env-config=small_stag_hunt", "with", "name=x"]))
 
 
 def test_sweep_runs_every_point_and_seed_as_a_main_run(local_sweep):

@@ -4,6 +4,7 @@ from typing import Callable
 from envs.multiagentenv import MultiAgentEnv
 from envs.null_env import NullEnv
 from envs.one_step_matrix_game import OneStepMatrixGame
+from envs.small_stag_hunt import SmallStagHunt
 from envs.stag_hunt import StagHunt
 
 
@@ -17,7 +18,8 @@ def _make_sc2(**env_args) -> MultiAgentEnv:
 REGISTRY: dict[str, Callable[..., MultiAgentEnv]] = {
     "sc2": _make_sc2,
     "one_step_matrix_game": OneStepMatrixGame,
-    "stag_hunt": StagHunt,
+    "stag_hunt": StagHunt,  # PyMARL2's stag hunt
+    "small_stag_hunt": SmallStagHunt,  # marlkit's small 5x5 stag hunt, for quick learning checks
     "null": NullEnv,  # zero-cost env with SMAC shapes, for benchmarks
 }
 

@@ -50,7 +50,7 @@ _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 ENV_PROCESSES = ("auto", "main", "workers")
 # Envs whose step costs microseconds, that draw from their own seeded generators only and start
 # no other process: env_processes=auto steps them in the main process.
-IN_PROCESS_ENVS = ("null", "one_step_matrix_game", "stag_hunt")
+IN_PROCESS_ENVS = ("null", "one_step_matrix_game", "stag_hunt", "small_stag_hunt")
 # SMAC on the built-in simulator runs in the main process up to this many usable cores: on 2 cores
 # it collected 1.1-1.8x faster than workers on 3m, 0.94-1.9x on corridor and 1.1-1.7x on
 # 27m_vs_30m, the more so the busier the machine (bench/bench_runner.py). With more cores the
