@@ -108,8 +108,8 @@ def training_precision(config: dict, log) -> str:
     if config.get("resume") and "train_precision" not in COMMAND_LINE_KEYS:
         saved = checkpoint.saved_precision(config["checkpoint_path"], config["load_step"])
         if saved is not None and saved != requested:
-            log.info(f"train_precision: {saved}, the precision the resumed checkpoint was trained in "
-                     f"(train_precision={requested} on the command line changes it)")
+            log.info(f"train_precision: {saved}, the precision the resumed checkpoint was trained in (the "
+                     f"config says {requested}; give train_precision on the command line to change it)")
         requested = saved or requested
     device = "cuda" if config["use_cuda"] and th.cuda.is_available() else "cpu"
     try:

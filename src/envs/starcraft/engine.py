@@ -1,4 +1,7 @@
-"""Built-in combat engine: a NumPy simulation of SC2 micro on the SMAC maps (facts §9–§12).
+"""Built-in combat engine: a NumPy simulation of SC2 micro on the SMAC maps.
+
+What it models, how, and from which sources is written up in docs/simulator.md; the unit
+numbers and their sources are in docs/unit_data.md (units.py).
 
 The engine advances the game in ticks of `LOOPS_PER_TICK` game loops (a divisor of step_mul).
 Within a tick every unit decides once (target, movement), but shots are timed to the exact
@@ -6,15 +9,26 @@ game loop: a unit whose weapon comes off cooldown (or which arrives in range) at
 the tick fires at t, and all shots of a tick are resolved in time order, so a unit killed at
 loop t does not fire later in that tick. Everything else works on whole arrays of units.
 
-Randomness (seeded by (seed, episode), so episodes are reproducible): spawn placement, SC2's
-random weapon delay (-1..+2 loops per shot) and the enemy's choice between nearly equidistant
-targets (ACQUIRE_TIE).
+Mechanisms (each from the game's data or its documented rules, none fitted to win rates):
+- collision: units of one collision layer (units.py: ground, or Colossi among themselves) are
+  kept apart after every tick by an iterative constraint solver (overlap below COLLISION_TOL);
+  who gives way follows SC2's pushing rules: a moving unit pushes idle friendly units aside,
+  never enemies, nor units that stand attacking; moving units steer round units they cannot
+  push;
+- the computer player's attack-move follows SC2's automatic targeting (Liquipedia "Automatic
+  Targeting"): targets that can fire back (or carry AlwaysThreatens, the Medivac) first, then the
+  highest Attack Target Priority, then the nearest, within the weapon's scan range; a target is
+  kept while it is valid and in weapon range; a unit attacked while it has no target answers;
+- Baneling bursts on contact with its target and when it dies (splash 2.2 round it, enemies
+  only); Colossus Thermal Lances hit a 2.8 x 0.3 line across the attack direction (enemies only);
+- randomness only where SC2 has it: spawn placement within a group and SC2's random weapon
+  delay (-1..+2 loops per shot), seeded by (seed, episode) so episodes are reproducible.
 
-Simplifications against SC2 (kept deliberately small):
+Simplifications against SC2:
 - no damage point / projectile travel: damage lands on the firing loop;
-- a unit's decision (acquire, move, stop) is taken once per tick (8 loops with step_mul 8);
-- collision: a few relaxation passes of pairwise separation between ground units;
-- pathing: straight lines, and a breadth-first flow field over the 32×32 cell grid when the
+- a unit's decision (acquire, move, stop) is taken once per tick (8 loops with step_mul 8),
+  and collisions are resolved at the end of each tick;
+- pathing: straight lines, and a breadth-first flow field over the 32x32 cell grid when the
   straight step would enter a blocked cell; a unit's centre never leaves pathable cells;
 - the Colossus walks on the pathing grid dilated by one cell (it steps over 2-cell cliffs);
 - enemy Medivacs heal the nearest damaged biological ally in sight, else follow their army.
@@ -30,26 +44,35 @@ from envs.starcraft.scenarios import Scenario, get_scenario
 # Order kinds of BuiltinEngine.step (the engine contract).
 ORDER_KEEP, ORDER_STOP, ORDER_MOVE, ORDER_ATTACK, ORDER_HEAL = 0, 1, 2, 3, 4
 
-# Internal unit modes.
-_IDLE, _MOVE, _ATTACK, _ATTACK_MOVE, _HEAL, _HUNT = 0, 1, 2, 3, 4, 5
+# Internal unit modes. _GUARD: an attack-moving enemy that reached its point (idle, but it
+# still acquires targets automatically, as idle SC2 units do).
+_IDLE, _MOVE, _ATTACK, _ATTACK_MOVE, _HEAL, _HUNT, _GUARD = 0, 1, 2, 3, 4, 5, 6
 
 # Mode reached by each order kind (index = order kind; 0 = keep is never looked up).
 _MODE_OF_ORDER = np.array([_IDLE, _IDLE, _MOVE, _ATTACK, _HEAL])
 # Modes in which a unit without a target walks to its order point.
-_WALKS = np.array([False, True, False, True, False, True])
-# Modes in which an enemy auto-acquires targets.
-_ACQUIRES = np.array([False, False, False, True, False, True])
+_WALKS = np.array([False, True, False, True, False, True, False])
+# Modes in which an enemy acquires targets automatically (SC2 automatic targeting).
+_ACQUIRES = np.array([False, False, False, True, False, False, True])
 
 LOOPS_PER_TICK = 8
-# Allies whose distance differs by less than this count as equally near when an enemy
-# acquires a target; one of them is drawn at random (SC2's tie rule is unpublished, facts §12).
-ACQUIRE_TIE = 2.0
-COLLISION_PASSES = 3
+# Collision solver: overlaps (sum of radii minus centre distance) left after a tick stay below
+# COLLISION_TOL world units; the solver gives up after COLLISION_MAX_ITERS sweeps (never reached
+# in the measured battles, see tests/test_sim_collision.py).
+COLLISION_TOL = 0.01
+COLLISION_MAX_ITERS = 60
+COLLISION_RULE_ITERS = 20  # sweeps under the pushing rules before everyone gives way
+_SEP_MARGIN = 0.25      # pairs closer than this beyond contact are watched by the solver
+_SEP_RELAX = 1.5        # over-relaxation of the solver's mean corrections
 _BORDER = 4             # blocked cells around the padded grids (> one tick of movement)
 _CHASE_SLACK = 0.02     # a chasing unit stops this far inside its range
 _PLACE_MARGIN = 0.25    # gap between units placed at one spawn point
 _EPS = 1e-9
-_ENEMY_SHOOTER_PENALTY = 1e3  # added to the distance of targets that cannot shoot back
+# Pushing ranks (who gives way in a collision): the lower rank gives way to the higher; equal
+# ranks share the correction by mass (radius squared).
+_R_IDLE, _R_MOVING, _R_ANCHORED, _R_FIXED = 0, 1, 2, 3
+# Target classes of automatic targeting: threat first, then Attack Target Priority (0..20).
+_THREAT_CLASS = 100
 
 
 @dataclass
@@ -202,19 +225,14 @@ class BuiltinEngine:
         self._can_attack = ~same_side & np.array(
             [[a.has_weapon and us.can_hit(a, t) for t in stats] for a in stats])
         self._reach = self._range[:, None] + self._radius[:, None] + self._radius[None, :]
-        # Collision distance: only between two ground units, never a unit with itself.
-        ground = ~self._is_air
+        # Collision distance: only between units of one collision layer, never a unit with itself.
+        layer = np.array([s.collide for s in stats])
         rsum = self._radius[:, None] + self._radius[None, :]
-        rsum[~(ground[:, None] & ground[None, :])] = -np.inf
+        collides = (layer[:, None] == layer[None, :]) & (layer[:, None] != us.COLLIDE_NONE)
+        rsum[~collides] = -np.inf
         np.fill_diagonal(rsum, -np.inf)
         self._rsum = rsum
-        # Share of a pair's overlap that unit i gives way: mass ~ radius², immobile units never.
-        mobile = self._speed > 0
-        mass = self._radius ** 2
-        share = mass[None, :] / (mass[:, None] + mass[None, :])
-        share[:, ~mobile] = 1.0
-        share[~mobile, :] = 0.0
-        self._share = share
+        self._mass = self._radius ** 2
         # Tiny antisymmetric offset: two units on the same point still push apart.
         self._tie = 1e-6 * np.sign(self._idx[:, None] - self._idx[None, :]).astype(np.complex128)
 
@@ -223,21 +241,22 @@ class BuiltinEngine:
         na = self.n_allies
         order = self.scenario.enemy_order
         ea_attack = self._can_attack[na:, :na]
+        self._hunt_allowed = np.ones(na, dtype=bool)
         if order.kind == "attack_units":
-            allowed = np.zeros(na, dtype=bool)
-            allowed[list(order.targets)] = True
-            ea_attack = ea_attack & allowed[None, :]
+            self._hunt_allowed[:] = False
+            self._hunt_allowed[list(order.targets)] = True
         self._ea_attack = ea_attack
         self._ea_edge = self._radius[na:, None] + self._radius[None, :na]
-        shoots_back = self._can_attack[:na, na:].T  # the ally can hit the enemy
-        self._ea_penalty = np.where(shoots_back, 0.0, _ENEMY_SHOOTER_PENALTY)
+        # Automatic targeting classes [L "Automatic Targeting"]: an ally is a threat to enemy e
+        # when its weapon can hit e or it always threatens (Medivac); then its ATP.
+        threat = self._can_attack[:na, na:].T | np.array([s.always_threatens for s in stats[:na]])[None, :]
+        priority = np.array([s.priority for s in stats[:na]], dtype=np.float64)
+        self._ea_class = _THREAT_CLASS * threat + priority[None, :]     # [enemies, allies]
         self._enemy_armed = np.array([s.has_weapon for s in stats[na:]], dtype=bool)
         self._enemy_healers = self._healers[self._healers >= na]
         self._e_rows = np.arange(self.n_enemies)
         self._e_range = self._range[na:]
-        # Units ordered to attack given units chase them from anywhere.
-        hunting = order.kind == "attack_units"
-        self._e_scan = np.full(self.n_enemies, np.inf) if hunting else self._scan[na:]
+        self._e_scan = self._scan[na:]
 
     def _build_terrain(self) -> None:
         """Walkable grids: 0 ground, 1 cliff-walkers (Colossus), 2 air (the whole map)."""
@@ -268,7 +287,6 @@ class BuiltinEngine:
         self._rsum_live = self._rsum.copy()
         self._mobile = self._speed > 0
         self._detour = np.zeros(n, dtype=bool)  # following the flow field round an obstacle
-        self._e_auto = np.zeros(self.n_enemies, dtype=bool)
         self._loop = 0
         self._deaths = False
         self._rng = np.random.default_rng([self._base_seed, 0, 1])
@@ -297,7 +315,6 @@ class BuiltinEngine:
         self._mode[:na] = _IDLE
         self._point[:na] = self._z[:na]
         self._give_enemy_orders(spawn_rng)
-        self._e_auto = self._enemy_armed & _ACQUIRES[self._mode[na:]]
         self.last_attacks = []
         return u
 
@@ -400,17 +417,21 @@ class BuiltinEngine:
         in_range = has_t & (dist[self._idx, tgt] <= reach)
         # Movement: chase the target up to range, or walk to the order point.
         movers = self._mobile & ~in_range & (has_t | _WALKS[self._mode])
+        # Pushing ranks of this tick: units in range of their target stand attacking (or healing).
+        rank = np.where(in_range, _R_ANCHORED, np.where(movers, _R_MOVING, _R_IDLE))
+        rank[~self._mobile] = _R_FIXED
         start = np.where(in_range, 0.0, np.inf)  # loop offset at which each unit is in range
         if movers.any():
-            np.minimum(start, self._move(movers, has_t, reach), out=start)
+            np.minimum(start, self._move(movers, has_t, reach, rank), out=start)
         self._shoot(start, k)
         if self._healers.size:
             self._heal(in_range, k)
-        self._collide()
+        self._separate(rank)
         self._regenerate(k)
         self._loop += k
 
-    def _move(self, movers: np.ndarray, has_t: np.ndarray, reach: np.ndarray) -> np.ndarray:
+    def _move(self, movers: np.ndarray, has_t: np.ndarray, reach: np.ndarray,
+              rank: np.ndarray) -> np.ndarray:
         """Move the movers for one tick; return the loop offset at which each chaser gets in range
         (inf for the others)."""
         z = self._z
@@ -418,15 +439,20 @@ class BuiltinEngine:
         delta = dest - z
         d = np.abs(delta)
         remaining = d - (reach - _CHASE_SLACK) * has_t
-        length = np.minimum(self._tick_speed, remaining) * movers
-        new = z + delta * (length / np.maximum(d, _EPS))
+        length = np.clip(np.minimum(self._tick_speed, remaining), 0.0, None) * movers
+        heading = delta / np.maximum(d, _EPS)
+        heading = self._steer(movers & (length > 0), heading, length, rank)
+        new = z + heading * length
         arrive = np.where(movers & has_t & (remaining <= self._tick_speed),
                           np.ceil(np.maximum(remaining, 0.0) * self._inv_speed), np.inf)
         ok = self._walkable(new)
         straight = movers & ok & ~self._detour
         np.copyto(z, new, where=straight)
-        # A unit that reached its move point stops there (it does not walk back when pushed).
-        self._mode[straight & (self._mode == _MOVE) & (remaining <= self._tick_speed)] = _IDLE
+        # A unit that reached its move point stops there (it does not walk back when pushed);
+        # an attack-moving enemy that reached its point stays and keeps acquiring (SC2 idle).
+        reached = straight & (remaining <= self._tick_speed) & ~has_t
+        self._mode[reached & (self._mode == _MOVE)] = _IDLE
+        self._mode[reached & (self._mode == _ATTACK_MOVE)] = _GUARD
         routed = movers & ~straight
         if routed.any():
             for i in np.flatnonzero(routed):
@@ -435,13 +461,60 @@ class BuiltinEngine:
         arrive[np.abs(z[self._target] - z) > reach] = np.inf
         return arrive
 
+    def _steer(self, movers: np.ndarray, heading: np.ndarray, length: np.ndarray,
+               rank: np.ndarray) -> np.ndarray:
+        """Local avoidance of units a mover cannot push (an enemy, or a friend standing to attack).
+
+        A mover whose path is blocked by such a unit heads for the near side of it instead, and
+        no mover walks into one: its step ends where it would touch the first one in its way.
+
+        heading: unit vectors [n] (changed in place for the steered movers); length: step
+        lengths [n] (shortened in place). Returns heading."""
+        m = np.flatnonzero(movers)
+        if m.size == 0:
+            return heading
+        z = self._z
+        rs = self._rsum_live[m]                                    # [m, n]
+        other = np.where(self._is_enemy[m, None] != self._is_enemy[None, :],
+                         np.where(rank == _R_IDLE, _R_ANCHORED, rank)[None, :], rank[None, :])
+        blocker = (other > _R_MOVING) & np.isfinite(rs)
+        blocker[np.arange(m.size), np.maximum(self._target[m], 0)] &= self._target[m] < 0
+        if not blocker.any():
+            return heading
+        rel = z[None, :] - z[m, None]
+        local = rel * np.conj(heading[m])[:, None]                 # mover frame, heading +x
+        along, across = local.real, local.imag
+        step = length[m]
+        ahead = blocker & (along > 0.0) & (along < step[:, None] + rs) & (np.abs(across) < rs)
+        if ahead.any():
+            key = np.where(ahead, along, np.inf)
+            first = key.argmin(axis=1)
+            rows = np.flatnonzero(np.isfinite(key[np.arange(m.size), first]))
+            j = first[rows]
+            c = across[rows, j]
+            side = np.where(c > 0, -1.0, np.where(c < 0, 1.0, np.where(m[rows] % 2 == 0, 1.0, -1.0)))
+            waypoint = along[rows, j] + 1j * (c + side * (rs[rows, j] + COLLISION_TOL))
+            heading[m[rows]] = heading[m[rows]] * waypoint / np.abs(waypoint)
+            local = rel * np.conj(heading[m])[:, None]
+            along, across = local.real, local.imag
+        # Stop at the first contact with a blocker along the (new) heading.
+        hit = blocker & (along > 0.0) & (np.abs(across) < rs)
+        if hit.any():
+            t = along - np.sqrt(np.maximum(rs * rs - across * across, 0.0))
+            t = np.where(hit, np.maximum(t, 0.0), np.inf).min(axis=1)
+            length[m] = np.minimum(step, t)
+        return heading
+
     def _walkable(self, p: np.ndarray) -> np.ndarray:
         """Whether each unit could stand at p (its own grid; air anywhere on the map) -> bool [n].
 
         The grids carry a border of blocked cells wide enough for one tick of movement, so
         positions just outside the map need no clipping."""
-        cx = (p.real + _BORDER).astype(np.int64)
-        cy = (p.imag + _BORDER).astype(np.int64)
+        # floor first: x + _BORDER can round up to the next integer when x is just below one
+        cx = np.floor(p.real).astype(np.int64) + _BORDER
+        cy = np.floor(p.imag).astype(np.int64) + _BORDER
+        np.clip(cx, 0, self._padded.shape[1] - 1, out=cx)
+        np.clip(cy, 0, self._padded.shape[2] - 1, out=cy)
         return self._padded[self._grid_of, cx, cy]
 
     def _route(self, i: int, wanted: complex, dest: complex, straight_ok: bool) -> complex:
@@ -510,9 +583,9 @@ class BuiltinEngine:
             self._damage(t, self._raw[i, t], at, died_at)
         if splash == us.SPLASH_LINE:
             self._line_splash(i, t, at, died_at)
-        if t >= self.n_allies and self._mode[t] in (_ATTACK_MOVE, _HUNT) and self._target[t] < 0 \
+        if t >= self.n_allies and _ACQUIRES[self._mode[t]] and self._target[t] < 0 \
                 and self._can_attack[t, i]:
-            self._target[t] = i  # respond to the attacker
+            self._target[t] = i  # respond to the attacker (stock units: Response=Acquire)
 
     def _damage(self, t: int, raw: float, at: float, died_at: dict) -> None:
         """One hit: shields absorb first (no armour), the rest is reduced by the armour."""
@@ -589,18 +662,79 @@ class BuiltinEngine:
                 u.health[t] += amount
                 u.energy[i] -= amount * us.HEAL_ENERGY_PER_HP
 
-    def _collide(self) -> None:
-        """Relaxation passes pushing overlapping ground units apart (immobile ones stay)."""
+    def _separate(self, rank: np.ndarray) -> None:
+        """Resolve the overlaps left by this tick's movement (collision solver).
+
+        Pairs of one collision layer closer than their radius sum are pushed apart along the
+        line between their centres, sweep after sweep, until no overlap exceeds COLLISION_TOL.
+        Who gives way follows SC2's pushing rules through `rank` (idle < moving < standing to
+        attack < immobile): the lower rank takes the whole correction, equal ranks share it by
+        mass (radius squared), and an idle unit counts as standing against enemies (units cannot
+        push enemy units). A sweep moves each unit by the mean of its pairs' corrections
+        (over-relaxed), the usual stable form of this iteration. A unit that a push would put on
+        an unpathable cell slides along the wall or, failing that, stays put and counts as
+        immobile for the rest of the solve."""
         z = self._z
-        for _ in range(COLLISION_PASSES):
-            diff = z[:, None] - z[None, :] + self._tie   # [n, n] z_i - z_j
-            dist = np.abs(diff)
-            overlap = self._rsum_live - dist
-            if overlap.max() <= 0.0:
+        n = self.n
+        for _ in range(3):  # a pair pushed into contact during a solve is taken up in the next
+            gap = np.abs(z[:, None] - z[None, :] + self._tie) - self._rsum_live   # [n, n]
+            if gap.min() >= -COLLISION_TOL:
                 return
-            push = np.maximum(overlap, 0.0) * self._share / np.maximum(dist, _EPS)
-            new = z + (push * diff).sum(axis=1)
-            np.copyto(z, new, where=self._walkable(new))
+            a, b = np.nonzero(np.triu(gap < _SEP_MARGIN, 1))
+            rsum = self._rsum_live[a, b]
+            tie = self._tie[a, b]
+            fixed = rank == _R_FIXED
+            share_a, share_b = self._shares(a, b, rank)
+            for sweep in range(COLLISION_MAX_ITERS):
+                if sweep == COLLISION_RULE_ITERS:
+                    # Jammed (a unit squeezed where it cannot give way enough): everyone yields.
+                    share_a, share_b = self._shares(a, b, np.where(fixed, _R_FIXED, _R_IDLE), True)
+                d = z[a] - z[b] + tie
+                dist = np.abs(d)
+                over = rsum - dist
+                if over.max() <= COLLISION_TOL:
+                    break
+                touching = over > 0.0
+                push = np.where(touching, over / np.maximum(dist, _EPS), 0.0) * d  # a off b fully
+                wa, wb = touching * share_a, touching * share_b
+                pa, pb = push * share_a, push * share_b
+                count = np.bincount(a, wa, n) + np.bincount(b, wb, n)
+                step = (_SEP_RELAX / np.maximum(count, 1.0)) * (
+                    np.bincount(a, pa.real, n) - np.bincount(b, pb.real, n)
+                    + 1j * (np.bincount(a, pa.imag, n) - np.bincount(b, pb.imag, n)))
+                new = z + step
+                ok = self._walkable(new)
+                if not ok.all():
+                    # Slide along the wall: keep the walkable axis of the push, else stay.
+                    blocked = ~ok & (step != 0)
+                    along_x = z + step.real
+                    along_y = z + 1j * step.imag
+                    ok_x = blocked & self._walkable(along_x)
+                    ok_y = blocked & ~ok_x & self._walkable(along_y)
+                    new = np.where(ok_x, along_x, np.where(ok_y, along_y, new))
+                    ok |= ok_x | ok_y
+                    stuck = blocked & ~ok_x & ~ok_y & ~fixed
+                    if stuck.any():
+                        fixed |= stuck
+                        rank = np.where(fixed, _R_FIXED, rank)
+                        share_a, share_b = self._shares(a, b, rank)
+                np.copyto(z, new, where=ok)
+
+    def _shares(self, a: np.ndarray, b: np.ndarray, rank: np.ndarray,
+                by_mass_only: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Fraction of each pair's correction taken by a and by b (pushing rules, see _separate).
+        Two immobile-ranked units share by mass unless neither can move at all."""
+        cross = self._is_enemy[a] != self._is_enemy[b] if not by_mass_only else np.zeros(a.size, bool)
+        ra = np.where(cross & (rank[a] == _R_IDLE), _R_ANCHORED, rank[a])
+        rb = np.where(cross & (rank[b] == _R_IDLE), _R_ANCHORED, rank[b])
+        ma, mb = self._mass[a], self._mass[b]
+        by_mass = mb / (ma + mb)
+        share_a = np.where(ra < rb, 1.0, np.where(ra > rb, 0.0, by_mass))
+        share_a[~self._mobile[a]] = 0.0
+        share_a[~self._mobile[b] & self._mobile[a]] = 1.0
+        share_b = 1.0 - share_a
+        share_b[~self._mobile[b]] = 0.0
+        return share_a, share_b
 
     def _regenerate(self, k: int) -> None:
         """Shields (after the delay without damage), Zerg health and Medivac energy."""
@@ -629,31 +763,54 @@ class BuiltinEngine:
         self._mode[:na][lost[:na] & ((self._mode[:na] == _ATTACK) | (self._mode[:na] == _HEAL))] = _IDLE
 
     def _enemy_ai(self, dist: np.ndarray) -> None:
-        """Acquire targets for attack-moving enemies (facts §12).
+        """Targets of the computer player's units (facts §12; Liquipedia "Automatic Targeting").
 
-        An enemy without a target takes the nearest attackable ally within its scan range,
-        preferring allies that can shoot back; one whose target is out of weapon range switches
-        to such an ally inside weapon range when there is one."""
+        Attack-moving (and idle) enemies acquire automatically: among the allies their weapon can
+        hit within its scan range they take the best class (a threat before a non-threat, then
+        the highest Attack Target Priority) and, within it, the nearest (edge to edge). A target
+        is kept while it is alive and in weapon range, unless a better-class ally enters the
+        weapon range. When it leaves the weapon range the unit acquires again within its scan
+        range (often the same unit); if nothing is there it keeps chasing. Units ordered to
+        attack given units (2c_vs_64zg) go for the nearest of them, anywhere on the map."""
         na = self.n_allies
         alive = self.units.alive
         tgt = self._target[na:]
-        edge = dist[na:, :na] - self._ea_edge            # [enemies, allies] edge distances
-        cur = edge[self._e_rows, np.minimum(tgt, na - 1)]
-        needs = self._e_auto & alive[na:] & ((tgt < 0) | (cur > self._e_range))
+        mode = self._mode[na:]
+        live = alive[na:]
         if self._enemy_healers.size:
             self._medivac_ai(dist)
-        if not needs.any():
+        hunt = live & (mode == _HUNT) & ((tgt < 0) | ~alive[np.maximum(tgt, 0)])
+        if hunt.any():
+            cand = np.where(self._hunt_allowed & alive[:na], dist[na:, :na], np.inf)
+            best = cand.argmin(axis=1)
+            found = cand[self._e_rows, best] < np.inf
+            tgt[hunt] = np.where(found, best, -1)[hunt]
+        auto = live & self._enemy_armed & _ACQUIRES[mode]
+        if not auto.any():
             return
-        noise = self._rng.uniform(0.0, ACQUIRE_TIE, edge.shape)
-        score = np.where(self._ea_attack & alive[None, :na], edge + self._ea_penalty + noise, np.inf)
-        in_scan = np.where(edge <= self._e_scan[:, None], score, np.inf)
-        in_range = np.where(edge <= self._e_range[:, None], score, np.inf)
-        best = in_scan.argmin(axis=1)
-        best_r = in_range.argmin(axis=1)
-        found = in_scan[self._e_rows, best] < np.inf
-        found_r = in_range[self._e_rows, best_r] < np.inf
-        new = np.where(tgt >= 0, np.where(found_r, best_r, tgt), np.where(found, best, -1))
-        tgt[needs] = new[needs]
+        edge = dist[na:, :na] - self._ea_edge                     # [enemies, allies]
+        valid = self._ea_attack & alive[None, :na]
+        cls = np.where(valid, self._ea_class, -1.0)
+        has = auto & (tgt >= 0)
+        cur = np.clip(tgt, 0, na - 1)  # (a Medivac's target is a friend: not an ally index)
+        cur_edge = edge[self._e_rows, cur]
+        cur_cls = np.where(has, cls[self._e_rows, cur], -1.0)
+        in_weapon = edge <= self._e_range[:, None]
+        # Keep a target in weapon range unless a better class is in weapon range too.
+        better = np.where(in_weapon & (cls > cur_cls[:, None]), cls, -1.0).max(axis=1) > cur_cls
+        keep = has & (cur_edge <= self._e_range) & ~better
+        acquire = auto & ~keep
+        if not acquire.any():
+            return
+        scan = edge <= self._e_scan[:, None]
+        cand_cls = np.where(scan, cls, -1.0)
+        top = cand_cls.max(axis=1)
+        # Within the best class, the nearest; nothing in scan range: keep chasing (or walk on).
+        score = np.where((cand_cls == top[:, None]) & (top[:, None] >= 0.0), edge, np.inf)
+        best = score.argmin(axis=1)
+        found = score[self._e_rows, best] < np.inf
+        new = np.where(found, best, tgt)
+        tgt[acquire] = new[acquire]
 
     def _medivac_ai(self, dist: np.ndarray) -> None:
         """Enemy Medivacs: heal the nearest damaged biological ally in sight, else follow the army."""
