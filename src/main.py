@@ -41,10 +41,12 @@ from envs.starcraft.backend import select_backend  # noqa: E402
 from envs.starcraft.maps import get_map_params  # noqa: E402
 from run import checkpoint  # noqa: E402
 from run import REGISTRY as run_REGISTRY  # noqa: E402
+from run.run import unique_token  # noqa: E402
 from runners.parallel_runner import EnvWorkerError  # noqa: E402
 from runners.runner_base import env_seeds  # noqa: E402
 from utils.config_check import UsageError, env_arg_kinds, normalise_overrides  # noqa: E402
 from utils.logging import get_logger  # noqa: E402
+from utils.run_index import run_kind  # noqa: E402
 from utils.th_utils import resolve_train_precision  # noqa: E402
 
 SRC_DIR = dirname(abspath(__file__))
@@ -87,16 +89,20 @@ COMMAND_LINE_KEYS: set = set()
 
 @ex.config_hook
 def complete_config(config: dict, command_name: str, logger) -> dict:
-    """Complete the config before sacred records it, so that config.json says what ran: the run's
-    seed (sacred would only draw it after this hook), the env's seed, the per-worker env seeds
-    derived from it, the training precision train_precision resolves to, and for SMAC the engine
-    that plays."""
+    """Complete the config before sacred records it, so that config.json says what ran and identifies
+    the run: the run's seed (sacred would only draw it after this hook), the env's seed, the
+    per-worker env seeds derived from it, the training precision train_precision resolves to, for
+    SMAC the engine that plays, whether the run trains or evaluates (run_kind), and its unique_token
+    (the name of its tb_logs/ and models/ folders, which tools match runs by)."""
     check_settings(config)
     seed = config["seed"] if config.get("seed") is not None else get_seed()
     updates = {"seed": seed, "env_args": {"seed": seed}, "env_seeds": env_seeds(seed, config["batch_size_run"]),
-               "train_precision": training_precision(config, logger)}
+               "train_precision": training_precision(config, logger), "run_kind": run_kind(config)}
     if config["env"] == "sc2":
         updates["env_args"].update(smac_settings(config))
+    updates["unique_token"] = unique_token(recursive_dict_update(copy.deepcopy(config), copy.deepcopy(updates)))
+    if config["env"] == "sc2" and config["save_replay"]:
+        updates["env_args"]["replay_prefix"] = config["env_args"].get("replay_prefix") or updates["unique_token"]
     return updates
 
 
@@ -297,10 +303,12 @@ def env_factory(env_name: str):
 
 
 def observer_dir(config: dict, updates: dict) -> str:
-    """<local_results_path>/sacred/<map name, or env name without one>/<name>, honouring `with` overrides."""
+    """<local_results_path>/sacred/<map name, or env name without one>/<name>, honouring `with` overrides;
+    evaluation runs go to its eval/ sub-folder, so that they never sit among the training runs."""
     effective = recursive_dict_update(copy.deepcopy(config), updates)
     group = effective.get("env_args", {}).get("map_name") or effective["env"]
-    return join(results_path(effective["local_results_path"]), "sacred", str(group), str(effective["name"]))
+    folder = join(results_path(effective["local_results_path"]), "sacred", str(group), str(effective["name"]))
+    return join(folder, "eval") if run_kind(effective) == "evaluate" else folder
 
 
 USAGE = """usage: {prog} --config=ALG --env-config=ENV [sacred options] [with KEY=VALUE ...]

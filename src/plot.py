@@ -2,20 +2,21 @@
 
     python src/plot.py results/sacred/3m --metric test_battle_won_mean --group-by epsilon_anneal_time
 
-Reads every sacred run folder (config.json, run.json, info.json) under the given paths; with
-`--source tb` the curve comes from the run's TensorBoard events instead of info.json. Runs are
-grouped by the values of the --group-by config keys (default: the run name without its
-`_seed<N>` suffix), each run's curve is interpolated onto a common t_env grid of its group, and
-the group's mean over seeds is drawn with a shaded band (--spread std | ci95). Writes
-<out>.png, <out>.svg, and a table of the final and best value per group as <out>.csv and <out>.md.
+Reads every sacred training run folder (config.json, run.json, info.json) under the given paths
+(evaluation runs are left out); with `--source tb` the curve comes from the run's TensorBoard events
+instead of info.json, found by the unique_token the run recorded in its config.json. Runs are grouped
+by what they learned with: by default runs whose configs differ only in seeds and bookkeeping
+(NOT_LEARNING) are one group, labelled by the settings that tell the groups apart; with --group-by
+by the values of those config keys, and a group whose runs differ in any other setting is refused
+rather than pooled. Each run's curve is interpolated onto a common t_env grid of its group, and the
+group's mean over seeds is drawn with a shaded band (--spread std | ci95). Writes <out>.png,
+<out>.svg, and a table of the final and best value per group as <out>.csv and <out>.md.
 
 Data functions (`load_runs`, `group_runs`, `align`, `summarise`) are importable for tests and
 notebooks; only `plot` needs matplotlib.
 """
 import argparse
 import csv
-import datetime
-import json
 import os
 import re
 import sys
@@ -24,7 +25,7 @@ from typing import Optional
 
 import numpy as np
 
-from utils.run_index import TOKEN_DATE_FORMAT, get_dotted, token_pattern
+from utils.run_index import flatten, get_dotted, read_json, run_folders, run_kind
 
 # Two-sided 95% Student-t critical values for 1..30 degrees of freedom; the normal 1.96 beyond.
 T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
@@ -32,8 +33,15 @@ T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.
        2.045, 2.042)
 SPREADS = ("std", "ci95")
 SOURCES = ("sacred", "tb")
-# A run's unique_token is stamped a few seconds after sacred's start_time.
-TOKEN_AFTER_START_S = 120
+# Config keys that do not change what a run learns (seeds, where and how often it logs, saves and
+# tests, speed settings): runs that differ only in these are seeds of one setting.
+NOT_LEARNING = {"seed", "env_args.seed", "env_seeds", "unique_token", "name", "label", "repeat_id",
+                "local_results_path", "checkpoint_path", "resume", "load_step", "save_model", "save_model_interval",
+                "save_buffer", "use_tensorboard", "log_interval", "runner_log_interval", "learner_log_interval",
+                "test_interval", "test_nepisode", "env_worker_timeout", "env_worker_max_failures", "env_processes",
+                "learner_threads", "tune_learner_threads", "buffer_cpu_only", "use_cuda", "evaluate", "save_replay",
+                "run_kind", "env_args.replay_dir", "env_args.replay_prefix", "env_args.record_replay",
+                "env_args.debug"}
 
 
 @dataclass
@@ -60,25 +68,6 @@ class Aligned:
         return self.values.mean(axis=0)
 
 
-def read_json(path: str) -> dict:
-    with open(path) as f:
-        return json.load(f)
-
-
-def run_folders(paths: list) -> list:
-    """Sacred run folders (holding config.json, run.json and info.json) under `paths`, sorted."""
-    found = []
-    for path in paths:
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"'{path}' does not exist; pass a results/sacred/<map or env> folder "
-                                    f"or a run folder")
-        for root, dirs, files in os.walk(path):
-            dirs[:] = [d for d in dirs if d != "_sources"]
-            if {"config.json", "run.json", "info.json"} <= set(files):
-                found.append(root)
-    return sorted(found)
-
-
 def sacred_curve(folder: str, metric: str) -> Optional[tuple]:
     """(t_env, values) of `metric` from info.json, or None when the run did not log it."""
     info = read_json(os.path.join(folder, "info.json"))
@@ -87,29 +76,31 @@ def sacred_curve(folder: str, metric: str) -> Optional[tuple]:
     return np.asarray(info[f"{metric}_T"], dtype=float), np.asarray(info[metric], dtype=float)
 
 
-def tb_curve(folder: str, config: dict, run_info: dict, metric: str) -> Optional[tuple]:
-    """(t_env, values) of `metric` from the run's TensorBoard events: the latest
-    tb_logs/<name>[_<engine>]__<date> stamped before the run started (+ TOKEN_AFTER_START_S); a
-    resumed run therefore finds the token it continues."""
+def results_root(folder: str) -> str:
+    """The results folder a sacred run folder lies in (<results>/sacred/.../<run id>)."""
+    parent = folder
+    while os.path.basename(parent) != "sacred":
+        if os.path.dirname(parent) == parent:
+            raise ValueError(f"{folder} is not inside a <results>/sacred/ folder, so its tb_logs/ cannot be found")
+        parent = os.path.dirname(parent)
+    return os.path.dirname(parent)
+
+
+def tb_curve(folder: str, config: dict, metric: str) -> Optional[tuple]:
+    """(t_env, values) of `metric` from the TensorBoard events of the run (<results>/tb_logs/<the
+    unique_token its config.json records>; a resumed run continues its checkpoint's token); None when
+    it did not log the metric. ValueError for a run whose events cannot be identified or do not exist."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    # The run folder is <results>/sacred/<map or env>/<name>/<id>; its events are in <results>/tb_logs.
-    tb_root = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(folder)))), "tb_logs")
-    if not os.path.isdir(tb_root):
-        return None
-    # sacred stamps UTC; unique_tokens carry the local time of the machine that ran.
-    start_utc = datetime.datetime.fromisoformat(run_info["start_time"]).replace(tzinfo=datetime.timezone.utc)
-    start = start_utc.astimezone().replace(tzinfo=None)
-    pattern = token_pattern(config["name"])
-    candidates = []
-    for token in os.listdir(tb_root):
-        match = pattern.match(token)
-        if match:
-            stamp = datetime.datetime.strptime(match["date"], TOKEN_DATE_FORMAT)
-            if (stamp - start).total_seconds() <= TOKEN_AFTER_START_S:
-                candidates.append((stamp, token))
-    if not candidates:
-        return None
-    events = EventAccumulator(os.path.join(tb_root, max(candidates)[1]), size_guidance={"scalars": 0})
+    token = config.get("unique_token")
+    if not token:
+        raise ValueError(f"{folder} records no unique_token (made before marlkit wrote it into config.json), so "
+                         f"its TensorBoard events cannot be told from other runs'; use --source sacred")
+    if not config.get("use_tensorboard"):
+        raise ValueError(f"{folder} wrote no TensorBoard events (use_tensorboard=False); use --source sacred")
+    events_dir = os.path.join(results_root(folder), "tb_logs", token)
+    if not os.path.isdir(events_dir):
+        raise ValueError(f"{folder}: its TensorBoard events {events_dir} are missing; use --source sacred")
+    events = EventAccumulator(events_dir, size_guidance={"scalars": 0})
     events.Reload()
     if metric not in events.Tags()["scalars"]:
         return None
@@ -117,39 +108,83 @@ def tb_curve(folder: str, config: dict, run_info: dict, metric: str) -> Optional
     return np.array([s.step for s in scalars], dtype=float), np.array([s.value for s in scalars], dtype=float)
 
 
-def load_runs(paths: list, metric: str, source: str = "sacred", include_unfinished: bool = False) -> list:
-    """The runs under `paths` that logged `metric`, as Runs sorted by folder. Only COMPLETED runs
-    unless `include_unfinished` (an interrupted run that was resumed would otherwise count twice)."""
+def load_runs(paths: list, metric: str, source: str = "sacred", include_unfinished: bool = False,
+              note=lambda text: None) -> list:
+    """The training runs under `paths` that logged `metric`, as Runs sorted by folder. Only COMPLETED
+    runs unless `include_unfinished` (an interrupted run that was resumed would otherwise count twice);
+    evaluation runs never (their curve is one test). `note` gets a line about the runs left out."""
     if source not in SOURCES:
         raise ValueError(f"unknown --source '{source}'; use one of: {', '.join(SOURCES)}")
     folders = run_folders(paths)
     if not folders:
         raise ValueError(f"no sacred run folders (config.json + run.json + info.json) under {', '.join(paths)}")
-    runs, seen_metrics = [], set()
+    runs, seen_metrics, evaluations = [], set(), 0
     for folder in folders:
-        run_info = read_json(os.path.join(folder, "run.json"))
-        status = run_info.get("status", "")
+        config = read_json(os.path.join(folder, "config.json"))
+        if run_kind(config) != "train":
+            evaluations += 1
+            continue
+        status = read_json(os.path.join(folder, "run.json")).get("status", "")
         if status != "COMPLETED" and not include_unfinished:
             continue
-        config = read_json(os.path.join(folder, "config.json"))
-        curve = sacred_curve(folder, metric) if source == "sacred" else tb_curve(folder, config, run_info, metric)
+        curve = sacred_curve(folder, metric) if source == "sacred" else tb_curve(folder, config, metric)
         if curve is None:
             seen_metrics.update(k for k in read_json(os.path.join(folder, "info.json")) if not k.endswith("_T"))
             continue
         t, values = curve
         order = np.argsort(t, kind="stable")
         runs.append(Run(folder, config.get("name", ""), status, config, t[order], values[order]))
+    if evaluations:
+        note(f"left out {evaluations} evaluation run(s) (run_kind evaluate)")
     if not runs:
         known = f"; metrics logged: {', '.join(sorted(seen_metrics))}" if seen_metrics else ""
-        raise ValueError(f"no {'' if include_unfinished else 'completed '}run under {', '.join(paths)} "
+        raise ValueError(f"no {'' if include_unfinished else 'completed '}training run under {', '.join(paths)} "
                          f"logged '{metric}'{known}")
     return runs
 
 
+def learning_settings(run: Run) -> dict:
+    """The run's flattened config without the keys that do not change what it learns (NOT_LEARNING),
+    plus its name without the _seed<N> suffix."""
+    settings = {key: value for key, value in flatten(run.config).items() if key not in NOT_LEARNING}
+    settings["name"] = re.sub(r"_seed-?\d+$", "", run.name)
+    return settings
+
+
+def differing_keys(settings: list) -> list:
+    """The keys whose values are not the same in all `settings` (dicts), sorted."""
+    keys = set().union(*settings)
+    return sorted(key for key in keys if len({repr(s.get(key)) for s in settings}) > 1)
+
+
+def group_runs(runs: list, keys: list) -> dict:
+    """{label: [runs]} in the order of the group values. With `keys`, runs are grouped by their values,
+    and a group whose runs differ in any other learning setting is refused (ValueError). Without, runs
+    with the same learning settings are one group, labelled by the settings that differ between groups
+    (or by the run name when only that differs)."""
+    settings = [learning_settings(run) for run in runs]
+    if keys:
+        labels = [group_label(run, keys) for run in runs]
+    else:
+        shown = [key for key in differing_keys(settings) if key != "name"]
+        labels = [", ".join(f"{key}={s.get(key)}" for key in shown) or s["name"] for s in settings]
+        if len(set(labels)) < len({repr(sorted(s.items())) for s in settings}):
+            labels = [f"{s['name']}, {label}" if shown else label for s, label in zip(settings, labels)]
+    groups = {}
+    for run, run_settings, label in zip(runs, settings, labels):
+        groups.setdefault(label, []).append((run, run_settings))
+    for label, members in groups.items():
+        mixed = [key for key in differing_keys([s for _, s in members]) if key not in keys]
+        if mixed:
+            key = mixed[0]
+            (a, sa), (b, sb) = next(((x, y) for x, y in zip(members, members[1:]) if x[1].get(key) != y[1].get(key)))
+            raise ValueError(f"the runs of group '{label}' differ in {key} ({sa.get(key)!r} in {a.path}, "
+                             f"{sb.get(key)!r} in {b.path}): add it to --group-by, or plot them separately")
+    return {label: [run for run, _ in groups[label]] for label in sorted(groups, key=sort_key)}
+
+
 def group_label(run: Run, keys: list) -> str:
-    """'key=value, ...' of the group-by keys; without keys the run name minus its _seed<N> suffix."""
-    if not keys:
-        return re.sub(r"_seed-?\d+$", "", run.name)
+    """'key=value, ...' of the group-by keys."""
     parts = []
     for key in keys:
         try:
@@ -170,14 +205,6 @@ def sort_key(label: str) -> tuple:
         except ValueError:
             key.append((1, 0.0, value))
     return tuple(key)
-
-
-def group_runs(runs: list, keys: list) -> dict:
-    """{label: [runs]} in the order of the group values."""
-    groups = {}
-    for run in runs:
-        groups.setdefault(group_label(run, keys), []).append(run)
-    return {label: groups[label] for label in sorted(groups, key=sort_key)}
 
 
 def align(runs: list, n_points: int = 200, label: str = "") -> Aligned:
@@ -300,7 +327,8 @@ def main(argv: list) -> int:
     out = args.out or os.path.join("plots", f"{os.path.basename(os.path.normpath(args.paths[0]))}_{args.metric}")
     keys = [key.strip() for key in args.group_by.split(",") if key.strip()]
     try:
-        runs = load_runs(args.paths, args.metric, args.source, args.include_unfinished)
+        runs = load_runs(args.paths, args.metric, args.source, args.include_unfinished,
+                         note=lambda text: print(f"plot.py: {text}"))
         aligned = [align(group, args.points, label) for label, group in group_runs(runs, keys).items()]
     except (ValueError, FileNotFoundError) as error:
         print(f"plot.py: error: {error}", file=sys.stderr)

@@ -40,12 +40,12 @@ import tarfile
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 from main import (REPO_DIR, SRC_DIR, USAGE_EXIT_CODE, UsageError, build_config, checked_params,
                   command_line_updates, observer_dir, recursive_dict_update, results_path)
 from run.checkpoint import CheckpointNotFound, saved_steps
-from utils.run_index import flatten, get_dotted, has_dotted, nested, token_pattern
+from utils.run_index import flatten, get_dotted, has_dotted, nested
 
 # Short names of common grid keys in run names; other keys appear as `<key>=<value>`.
 ALIASES = {
@@ -68,7 +68,9 @@ RESERVED_KEYS = ("name", "seed", "checkpoint_path", "resume")
 STALE_HEARTBEAT_S = 120
 POLL_S = 0.5
 STOP_TIMEOUT_S = 120  # for a stopped run to finish its iteration and save, then it is killed
-PROGRESS_EVERY_S = 60  # a progress line at least this often while runs are going
+PROGRESS_EVERY_S = 10  # a progress line (with each running run's t_env) this often while runs are going
+LOG_TAIL_BYTES = 64 * 1024  # read from the end of a run's log to find its latest "t_env: N / M" line
+T_ENV_LINE = re.compile(r"t_env: (\d+) / (\d+)")
 MAIN_PY = os.path.join(SRC_DIR, "main.py")
 # Ray's object store for a local instance (`--ray local`): replies are small, memory is shared.
 RAY_OBJECT_STORE_BYTES = 150 * 1024 ** 2
@@ -86,8 +88,9 @@ class SweepRun:
     name: str
     point: dict
     seed: int
-    state: str = "pending"   # pending | skipped | running | completed | failed | running elsewhere
+    state: str = "pending"   # pending | skipped | running | completed | failed | interrupted | running elsewhere
     action: str = ""         # start | resume | restart (resume not possible)
+    checkpoint: str = ""     # models/<unique_token> it resumes from
     sacred_run: str = ""
     unique_token: str = ""
     returncode: Optional[int] = None
@@ -198,6 +201,7 @@ class Sweep:
         self.name = options.name or self.default_name()
         self.manifest_path = os.path.join(self.results, "sweeps", f"{self.name}.json")
         self.log_dir = os.path.join(self.results, "sweeps", self.name)
+        self.history = self.earlier_history()
         # A shipped run starts in an empty folder on the worker, without the checkpoint to resume from.
         self.resume_supported = "resume" in self.base_config and options.ray_results != "ship"
 
@@ -246,40 +250,67 @@ class Sweep:
     def classify(self, run: SweepRun) -> str:
         """Decide what to do with `run` from its sacred folders: skip, resume, start, or leave (running)."""
         folders = matching_runs(self.sacred_dir(run), self.identity(run))
-        if any(status == "COMPLETED" for _, status, _ in folders):
-            run.sacred_run = next(path for path, status, _ in reversed(folders) if status == "COMPLETED")
-            run.unique_token = latest_token(self.results, run.name)
+        completed = [found for found in folders if found.status == "COMPLETED"]
+        if completed:
+            run.sacred_run, run.unique_token = completed[-1].folder, completed[-1].config.get("unique_token", "")
             run.state = "skipped"
             return "skip"
-        if folders and folders[-1][1] == "RUNNING" and time.time() - folders[-1][2] < STALE_HEARTBEAT_S:
-            run.sacred_run = folders[-1][0]
+        if folders and folders[-1].status == "RUNNING" and time.time() - folders[-1].heartbeat < STALE_HEARTBEAT_S:
+            run.sacred_run = folders[-1].folder
             run.state = "running elsewhere"
             return "leave"
-        checkpoint = checkpoint_dir(self.results, run.name) if folders else ""
-        if checkpoint and self.resume_supported:
+        run.checkpoint = saved_models(self.results, folders) if self.resume_supported else ""
+        if run.checkpoint:
             return "resume"
         return "restart" if folders else "start"
 
+    def settings(self) -> dict:
+        """What identifies the sweep besides its seeds: main.py's arguments, the grid and the fixed
+        overrides (as JSON would store them)."""
+        fixed = {key: value for key, value in self.fixed.items() if key != "local_results_path"}
+        return json.loads(json.dumps({"main_args": self.main_args, "grid": self.grid, "fixed_overrides": fixed}))
+
+    def earlier_history(self) -> list:
+        """The history of the manifest this sweep continues ([] for a new sweep); UsageError when a sweep
+        of this name exists with other settings (its record would be lost and its runs mixed up)."""
+        old = read_json(self.manifest_path)
+        if old is None:
+            return []
+        old_settings = {key: old.get(key) for key in ("main_args", "grid")}
+        old_settings["fixed_overrides"] = {key: value for key, value in (old.get("fixed_overrides") or {}).items()
+                                           if key != "local_results_path"}
+        differ = [key for key, value in self.settings().items() if old_settings[key] != value]
+        if differ:
+            key = differ[0]
+            raise UsageError(f"sweep '{self.name}' already exists ({self.manifest_path}) with other {key} "
+                             f"({old_settings[key]} there, {self.settings()[key]} here); give --name NEW to start "
+                             f"another sweep, or repeat its own command to continue it")
+        return old.get("history", [])
+
     def write_manifest(self) -> None:
-        """Write the manifest atomically (a reader never sees half a file)."""
+        """Write the manifest atomically (a reader never sees half a file): the sweep's settings, every
+        run's state, and the history of the commands that ran it (this one last)."""
         os.makedirs(os.path.dirname(self.manifest_path), exist_ok=True)
         manifest = {
             "sweep": self.name,
-            "updated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "updated": now_iso(),
             "command": " ".join(sys.argv),
-            "main_args": self.main_args,
             "with": self.with_tokens,
-            "grid": self.grid,
+            **self.settings(),
             "seeds": sorted({run.seed for run in self.runs}),
-            "fixed_overrides": self.fixed,
             "results": self.results,
             "executor": f"ray:{self.options.ray} ({self.options.ray_results})" if self.options.ray else "local",
             "runs": [{key: value for key, value in vars(run).items() if key != "started"} for run in self.runs],
+            "history": self.history,
         }
         tmp = self.manifest_path + ".tmp"
         with open(tmp, "w") as f:
             json.dump(manifest, f, indent=2)
         os.replace(tmp, self.manifest_path)
+
+
+def now_iso() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def read_json(path: str) -> Optional[dict]:
@@ -290,9 +321,17 @@ def read_json(path: str) -> Optional[dict]:
         return None
 
 
+class SacredRun(NamedTuple):
+    """A sacred run folder of a sweep run: its status, last heartbeat (epoch seconds) and config."""
+    folder: str
+    status: str
+    heartbeat: float
+    config: dict
+
+
 def matching_runs(sacred_dir: str, identity: dict) -> list:
-    """(folder, status, heartbeat epoch seconds) of the sacred runs under `sacred_dir` whose
-    config.json has all `identity` values, oldest first."""
+    """SacredRuns of the sacred run folders directly under `sacred_dir` (evaluation runs, in its eval/,
+    are not among them) whose config.json has all `identity` values, oldest first."""
     if not os.path.isdir(sacred_dir):
         return []
     found = []
@@ -303,7 +342,7 @@ def matching_runs(sacred_dir: str, identity: dict) -> list:
             continue
         if all(has_dotted(config, key) and get_dotted(config, key) == value for key, value in identity.items()):
             beat = info.get("heartbeat") or info.get("start_time")
-            found.append((folder, info.get("status", ""), heartbeat_epoch(beat)))
+            found.append(SacredRun(folder, info.get("status", ""), heartbeat_epoch(beat), config))
     return found
 
 
@@ -314,30 +353,20 @@ def heartbeat_epoch(stamp: Optional[str]) -> float:
     return datetime.datetime.fromisoformat(stamp).replace(tzinfo=datetime.timezone.utc).timestamp()
 
 
-def run_tokens(folder: str, name: str) -> list:
-    """unique_tokens in `folder` (tb_logs/ or models/) that belong to run `name`, oldest first:
-    `<name>__<date>`, or `<name>_<engine>__<date>` on SMAC."""
-    if not os.path.isdir(folder):
-        return []
-    pattern = token_pattern(name)
-    matches = [match for match in map(pattern.match, os.listdir(folder)) if match]
-    return [match.string for match in sorted(matches, key=lambda match: match["date"])]
-
-
-def latest_token(results: str, name: str) -> str:
-    tokens = run_tokens(os.path.join(results, "tb_logs"), name) or run_tokens(os.path.join(results, "models"), name)
-    return tokens[-1] if tokens else ""
-
-
-def checkpoint_dir(results: str, name: str) -> str:
-    """<results>/models/<unique_token> of the newest token of `name` with a saved model, or ''."""
-    models = os.path.join(results, "models")
-    for token in reversed(run_tokens(models, name)):
+def saved_models(results: str, folders: list) -> str:
+    """<results>/models/<unique_token> with a saved model of the newest of `folders` (SacredRuns) that
+    has one, by the unique_token its config.json records; '' when none does (a run from before
+    config.json recorded its token is started again rather than matched to models by name)."""
+    for found in reversed(folders):
+        token = found.config.get("unique_token")
+        if not token:
+            continue
+        models = os.path.join(results, "models", token)
         try:
-            saved_steps(os.path.join(models, token))
+            saved_steps(models)
         except CheckpointNotFound:
             continue
-        return os.path.join(models, token)
+        return models
     return ""
 
 
@@ -390,6 +419,15 @@ def merge_shipped(archive: bytes, results: str) -> list:
         return new_runs
 
 
+def open_run_log(run: SweepRun, argv: list):
+    """The run's log opened for appending, after a line that says which attempt the next lines are: a
+    resumed or restarted run adds to the log of its earlier attempts."""
+    log = open(run.log, "a")
+    log.write(f"\n=== {now_iso()} sweep {run.action}: main.py {' '.join(argv)}\n")
+    log.flush()
+    return log
+
+
 class LocalExecutor:
     """Runs main.py in subprocesses on this machine."""
 
@@ -399,7 +437,7 @@ class LocalExecutor:
 
     def start(self, run: SweepRun, argv: list) -> None:
         env = dict(os.environ, OMP_NUM_THREADS=str(self.threads), MKL_NUM_THREADS=str(self.threads))
-        log = open(run.log, "w")
+        log = open_run_log(run, argv)
         # A session of its own: a Ctrl-C in the terminal reaches only the sweep, which then sends each
         # run one SIGTERM (a second signal would make main.py stop without its final checkpoint).
         self.procs[run.name] = (subprocess.Popen([sys.executable, MAIN_PY, *argv], cwd=REPO_DIR, env=env,
@@ -453,6 +491,7 @@ class RayExecutor:
         self.refs = {}  # ObjectRef -> run
 
     def start(self, run: SweepRun, argv: list) -> None:
+        open_run_log(run, argv).close()
         main_py = os.path.join("src", "main.py") if self.ship else MAIN_PY  # ship: relative to the working_dir
         self.refs[self.task.remote(argv, main_py, self.threads, self.ship)] = run
 
@@ -467,7 +506,7 @@ class RayExecutor:
                 result = self.ray.get(ref)
             except self.ray.exceptions.RayError as error:
                 result = {"returncode": -1, "log": f"Ray task failed: {error}", "archive": b""}
-            with open(run.log, "w") as f:
+            with open(run.log, "a") as f:
                 f.write(result["log"])
             if result["archive"]:
                 merge_shipped(result["archive"], self.results)
@@ -481,7 +520,8 @@ class RayExecutor:
 
 
 class Progress:
-    """Counts of done / running / left runs and an estimate of the time left, printed on each change."""
+    """Counts of done / running / left runs, each running run's t_env / t_max (from its log) and an
+    estimate of the time left, printed on each change and every PROGRESS_EVERY_S while runs go."""
 
     def __init__(self, total: int, max_parallel: int):
         self.total = total
@@ -491,27 +531,51 @@ class Progress:
 
     def line(self, runs: list) -> str:
         done = sum(run.state in ("completed", "failed", "skipped") for run in runs)
-        running = sum(run.state == "running" for run in runs)
+        running = [run for run in runs if run.state == "running"]
         left = sum(run.state == "pending" for run in runs)
         failed = sum(run.state == "failed" for run in runs)
         skipped = sum(run.state == "skipped" for run in runs)
         elsewhere = sum(run.state == "running elsewhere" for run in runs)
+        fractions = {run.name: run_fraction(run.log) for run in running}
+        in_flight = ", ".join(f"{name} {fraction:.0%}" for name, fraction in fractions.items() if fraction is not None)
         return (f"[sweep {time.strftime('%H:%M:%S')}] done {done}/{self.total} (skipped {skipped}, failed {failed})"
-                f" | running {running}" + (f" (+{elsewhere} by another process)" if elsewhere else "") +
+                f" | running {len(running)}" + (f" (+{elsewhere} by another process)" if elsewhere else "") +
+                (f" [{in_flight}]" if in_flight else "") +
                 f" | left {left} | elapsed {format_duration(time.time() - self.start)}"
-                f" | time left {self.time_left(running, left, runs)}")
+                f" | time left {self.time_left(running, left, fractions)}")
 
-    def time_left(self, running: int, left: int, runs: list) -> str:
-        """Mean run duration so far × the waves of runs still to go; elapsed time of running runs discounted."""
-        if running + left == 0:
+    def time_left(self, running: list, left: int, fractions: dict) -> str:
+        """The mean run duration (of finished runs, else estimated from the running runs' progress)
+        times the waves of runs still to go, less what the running runs have done."""
+        if not running and left == 0:
             return format_duration(0)
-        if not self.durations:
-            return "unknown (no run finished yet)"
-        mean = sum(self.durations) / len(self.durations)
         now = time.time()
-        remaining_running = sum(max(0.0, mean - (now - run.started)) for run in runs if run.state == "running")
+        mean = sum(self.durations) / len(self.durations) if self.durations else None
+        if mean is None:
+            estimates = [(now - run.started) / fraction for run in running
+                         if (fraction := fractions.get(run.name)) and fraction > 0]
+            if not estimates:
+                return "unknown (no run has logged progress yet)"
+            mean = sum(estimates) / len(estimates)
+        remaining_running = sum(max(0.0, mean - (now - run.started)) for run in running)
         total = remaining_running + left * mean
-        return format_duration(total / max(1, min(self.max_parallel, running + left)))
+        return format_duration(total / max(1, min(self.max_parallel, len(running) + left)))
+
+
+def run_fraction(log_path: str) -> Optional[float]:
+    """t_env / t_max of the latest "t_env: N / M" line in a run's log (main.py prints one at each test);
+    None when there is none yet."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(max(0, os.path.getsize(log_path) - LOG_TAIL_BYTES))
+            tail = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    matches = T_ENV_LINE.findall(tail.rsplit("=== ", 1)[-1])  # this attempt's lines only
+    if not matches:
+        return None
+    t_env, t_max = map(int, matches[-1])
+    return min(1.0, t_env / max(1, t_max))
 
 
 def format_duration(seconds: float) -> str:
@@ -534,13 +598,16 @@ def run_sweep(sweep: Sweep, executor_factory: Callable, max_parallel: int, echo:
         why = "" if sweep.resume_supported else " or resume is unavailable (--ray-results ship)"
         echo(f"[sweep] note: {restarts} unfinished runs start again from t_env 0: no saved model to resume from{why}")
     os.makedirs(sweep.log_dir, exist_ok=True)
+    attempt = {"started": now_iso(), "command": " ".join(sys.argv), "actions": action_counts(sweep.runs),
+               "outcome": "running"}
+    sweep.history.append(attempt)
     sweep.write_manifest()
     n_seeds = len({run.seed for run in sweep.runs})
     echo(f"[sweep] {sweep.name}: {len(sweep.runs)} runs ({len(sweep.runs) // n_seeds} points × {n_seeds} seeds), "
          f"{len(todo)} to run, manifest {sweep.manifest_path}")
     if not todo:
         echo(Progress(len(sweep.runs), max_parallel).line(sweep.runs))
-        return exit_code(sweep)
+        return end_attempt(sweep, attempt, exit_code(sweep))
     executor = executor_factory()
     progress = Progress(len(sweep.runs), max_parallel)
     by_name = {run.name: run for run in sweep.runs}
@@ -563,18 +630,36 @@ def run_sweep(sweep: Sweep, executor_factory: Callable, max_parallel: int, echo:
             time.sleep(POLL_S)
     except KeyboardInterrupt:
         echo("[sweep] interrupted: stopping the running runs; run the same command again to continue")
-        for run in sweep.runs:
-            if run.state == "running":
-                run.state = "pending"
-        sweep.write_manifest()
-        return 130
+        interrupted = True
+    else:
+        interrupted = False
     finally:
         executor.stop()
-    return exit_code(sweep)
+    if interrupted:
+        for run in sweep.runs:
+            if run.state == "running":
+                run.state = "interrupted"
+        return end_attempt(sweep, attempt, 130)
+    return end_attempt(sweep, attempt, exit_code(sweep))
+
+
+def action_counts(runs: list) -> dict:
+    counts = {}
+    for run in runs:
+        counts[run.action] = counts.get(run.action, 0) + 1
+    return counts
+
+
+def end_attempt(sweep: Sweep, attempt: dict, code: int) -> int:
+    """Record how this command's attempt ended in the manifest's history; returns `code`."""
+    attempt["ended"] = now_iso()
+    attempt["outcome"] = {0: "completed", 130: "interrupted"}.get(code, "failed")
+    sweep.write_manifest()
+    return code
 
 
 def launch(sweep: Sweep, executor, run: SweepRun, echo: Callable) -> None:
-    checkpoint = checkpoint_dir(sweep.results, run.name) if run.action == "resume" else ""
+    checkpoint = run.checkpoint if run.action == "resume" else ""
     run.log = os.path.join(sweep.log_dir, f"{run.name}.log")
     run.state, run.started = "running", time.time()
     executor.start(run, sweep.argv(run, checkpoint))
@@ -586,10 +671,10 @@ def finish(sweep: Sweep, run: SweepRun, returncode: int, progress: Progress, ech
     run.returncode = returncode
     run.duration_s = round(time.time() - run.started, 1)
     folders = matching_runs(sweep.sacred_dir(run), sweep.identity(run))
-    run.sacred_run = folders[-1][0] if folders else ""
-    completed = returncode == 0 and bool(folders) and folders[-1][1] == "COMPLETED"
+    run.sacred_run = folders[-1].folder if folders else ""
+    run.unique_token = folders[-1].config.get("unique_token", "") if folders else ""
+    completed = returncode == 0 and bool(folders) and folders[-1].status == "COMPLETED"
     run.state = "completed" if completed else "failed"
-    run.unique_token = latest_token(sweep.results, run.name)
     if completed:
         progress.durations.append(run.duration_s)
         echo(f"[sweep] completed: {run.name} in {format_duration(run.duration_s)}")

@@ -1,5 +1,6 @@
 """End to end: `python src/main.py ...` in subprocesses, with results in a temporary folder."""
 import os
+import re
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -63,7 +64,10 @@ def test_evaluate_loads_the_closest_saved_model(parallel_training, results):
                     f"checkpoint_path={os.path.join(models, token)}", "load_step=20", "test_nepisode=3", *SMALL)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"Loading model from {os.path.join(models, token, '22')}" in proc.stderr
-    info = read_json(run_dir(results, "one_step_matrix_game", "qmix_env=8_adam_td_lambda", 2), "info.json")
+    evaluation = run_dir(results, "one_step_matrix_game", "qmix_env=8_adam_td_lambda/eval", 1)
+    assert read_json(evaluation, "config.json")["run_kind"] == "evaluate"  # apart from the training runs
+    assert "Evaluation: 3 episodes at t_env 22: test_ep_length_mean 1, test_return_mean" in proc.stderr
+    info = read_json(evaluation, "info.json")
     assert info["test_return_mean_T"] == [22]
     assert "loss_td" not in info and "return_mean" not in info  # evaluation only, no training
     # The game is deterministic and testing is greedy: the loaded model plays as it did at t_env 22.
@@ -120,11 +124,17 @@ def test_bad_smac_settings_give_one_line(tmp_path, overrides, message, monkeypat
     assert message in proc.stderr.strip().splitlines()[-1]
 
 
-def test_smac_run_names_its_engine(tmp_path, monkeypatch):
+def run_on_3m(tmp_path, monkeypatch, *overrides: str):
+    """qmix on 3m of the built-in simulator (no StarCraft II under SC2PATH), small networks; must succeed."""
     monkeypatch.setenv("SC2PATH", str(tmp_path / "no_game_here"))
-    proc = run_main("--config=qmix", "--env-config=sc2", "with", f"local_results_path={tmp_path}", "t_max=50",
-                    "runner=episode", "batch_size_run=1", "test_nepisode=1", "use_tensorboard=True", *SMALL)
+    proc = run_main("--config=qmix", "--env-config=sc2", "with", f"local_results_path={tmp_path}", *overrides, *SMALL)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def test_smac_run_names_its_engine(tmp_path, monkeypatch):
+    proc = run_on_3m(tmp_path, monkeypatch, "t_max=50", "runner=episode", "batch_size_run=1", "test_nepisode=1",
+                     "use_tensorboard=True")
     assert "SMAC engine: builtin" in proc.stderr
     config = read_json(run_dir(str(tmp_path), "3m", "qmix_env=8_adam_td_lambda", 1), "config.json")
     assert config["env_args"]["backend"] == "builtin"
@@ -153,3 +163,23 @@ def test_help_prints_usage_and_the_configs(flag):
     assert proc.returncode == 0 and proc.stderr == ""
     assert proc.stdout.startswith("usage: main.py --config=ALG --env-config=ENV")
     assert "ALG: iql, iql_td_lambda, qmix," in proc.stdout and "stag_hunt" in proc.stdout
+
+
+def test_unique_tokens_name_the_run_and_never_repeat():
+    from run.run import unique_token
+    config = {"name": "qmix", "env": "sc2", "env_args": {"backend": "builtin"}, "train_precision": "bfloat16"}
+    tokens = {unique_token(config) for _ in range(20)}  # all within one second
+    assert len(tokens) == 20 and all(re.fullmatch(r"qmix_builtin_bfloat16__\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d_[0-9a-f]{6}", t)
+                                     for t in tokens)
+    assert unique_token({**config, "resume": True, "checkpoint_path": "results/models/qmix__old/"}) == "qmix__old"
+
+
+def test_replays_of_parallel_envs_are_named_apart_and_listed(tmp_path, monkeypatch):
+    proc = run_on_3m(tmp_path, monkeypatch, "evaluate=True", "save_replay=True", "batch_size_run=2", "test_nepisode=2",
+                     "env_processes=workers")
+    assert "save_replay=True: recording the 2 test episodes of 2 env(s)" in proc.stderr
+    config = read_json(run_dir(str(tmp_path), "3m", "qmix_env=8_adam_td_lambda/eval", 1), "config.json")
+    replays = sorted(os.listdir(tmp_path / "replays"))
+    assert [name.split(config["unique_token"])[1][:5] for name in replays] == ["_env0", "_env1"]
+    listed = next(line for line in proc.stderr.splitlines() if "Replays written (2): " in line)
+    assert all(os.path.join(str(tmp_path), "replays", name) in listed for name in replays)

@@ -17,12 +17,14 @@ METRIC = "test_return_mean"
 
 
 def write_run(results: str, name: str, run_id: int, eps: int, seed: int, t: list, values: list,
-              status: str = "COMPLETED") -> str:
+              status: str = "COMPLETED", **config_values) -> str:
     """A sacred run folder as main.py writes it (only the files plot.py reads)."""
     folder = os.path.join(results, "sacred", "small_stag_hunt", name, str(run_id))
     os.makedirs(folder)
     config = {"name": name, "seed": seed, "epsilon_anneal_time": eps, "env": "small_stag_hunt",
-              "env_args": {"map_name": "small_stag_hunt"}, "local_results_path": results}
+              "env_args": {"map_name": "small_stag_hunt", "seed": seed}, "local_results_path": results,
+              "unique_token": f"{name}__2026-11-30_01-00-0{run_id}_abcdef", "use_tensorboard": True,
+              "run_kind": "train", "t_max": 400, **config_values}
     files = {"config.json": config,
              "run.json": {"status": status, "start_time": "2026-11-30T01:00:00.000000"},
              "info.json": {METRIC: values, f"{METRIC}_T": t, "loss_td": [1.0], "loss_td_T": [5]}}
@@ -123,16 +125,49 @@ def test_command_writes_figures_and_tables(results, tmp_path):
     assert "| epsilon_anneal_time=20000 | 3 |" in open(f"{out}.md").read()
 
 
-def test_tensorboard_source_reads_the_run_events(results):
+def test_tensorboard_source_reads_the_events_of_the_token_the_run_recorded(results):
     from tensorboardX import SummaryWriter
     name = "qmix_eps5000_seed1"
-    writer = SummaryWriter(logdir=os.path.join(results, "tb_logs", f"{name}__2026-11-30_01-00-03"))
-    for step, value in [(0, 1.5), (150, 2.5), (300, 4.0)]:
-        writer.add_scalar(METRIC, value, step)
-    writer.close()
+    for token, scale in ((f"{name}__2026-11-30_01-00-01_abcdef", 1.0), (f"{name}__2026-11-30_01-00-02_abcdef", 9.0)):
+        writer = SummaryWriter(logdir=os.path.join(results, "tb_logs", token))  # the second is another run's
+        for step, value in [(0, 1.5), (150, 2.5), (300, 4.0)]:
+            writer.add_scalar(METRIC, scale * value, step)
+        writer.close()
     (run,) = plot.load_runs([os.path.join(results, "sacred", "small_stag_hunt", name)], METRIC, source="tb")
     np.testing.assert_array_equal(run.t, [0, 150, 300])
     np.testing.assert_allclose(run.values, [1.5, 2.5, 4.0])
+
+
+@pytest.mark.parametrize("config_values, message", [
+    ({"unique_token": None}, "records no unique_token"),
+    ({"use_tensorboard": False}, "wrote no TensorBoard events \\(use_tensorboard=False\\)"),
+    ({}, "its TensorBoard events .* are missing"),
+])
+def test_tensorboard_source_refuses_rather_than_guesses(tmp_path, config_values, message):
+    folder = write_run(str(tmp_path), "qmix_seed0", 1, 5000, 0, [0, 1], [1.0, 2.0], **config_values)
+    with pytest.raises(ValueError, match=message):
+        plot.load_runs([folder], METRIC, source="tb")
+
+
+def test_evaluation_runs_are_left_out(results):
+    write_run(results, "qmix_eps5000_seed0/eval", 1, 5000, 0, [400], [9.0], run_kind="evaluate")
+    notes = []
+    runs = plot.load_runs([os.path.join(results, "sacred")], METRIC, note=notes.append)
+    assert len(runs) == 6 and notes == ["left out 1 evaluation run(s) (run_kind evaluate)"]
+
+
+def test_runs_of_other_settings_are_never_pooled(results):
+    write_run(results, "qmix_eps5000_seed0", 3, 5000, 0, [0, 100, 200, 300], [1.0, 2.0, 3.0, 4.0], t_max=800)
+    runs = plot.load_runs([os.path.join(results, "sacred")], METRIC)
+    with pytest.raises(ValueError, match="the runs of group 'epsilon_anneal_time=5000' differ in t_max "
+                                         "\\(400 in .*, 800 in .*\\): add it to --group-by"):
+        plot.group_runs(runs, ["epsilon_anneal_time"])
+    groups = plot.group_runs(runs, ["epsilon_anneal_time", "t_max"])
+    assert [len(group) for group in groups.values()] == [3, 1, 3]
+    # Without --group-by, the settings that differ label the groups.
+    assert list(plot.group_runs(runs, [])) == ["epsilon_anneal_time=5000, t_max=400",
+                                                "epsilon_anneal_time=5000, t_max=800",
+                                                "epsilon_anneal_time=20000, t_max=400"]
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -144,3 +179,30 @@ def test_bad_metric_or_key_is_one_line(results, argv, message):
                            os.path.join(results, "p")], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_sacred_and_tensorboard_give_the_same_curves_for_real_runs(tmp_path):
+    """main.py runs in one folder: two seeds with TensorBoard, one without, and an evaluation of the first."""
+    from main_runs import run_main
+    common = ["--config=qmix", "--env-config=one_step_matrix_game", "with", f"local_results_path={tmp_path}",
+              "use_cuda=False", "rnn_hidden_dim=8", "mixing_embed_dim=8", "hypernet_embed=8", "buffer_size=8",
+              "batch_size=4", "batch_size_run=2", "test_interval=20", "test_nepisode=2", "learner_log_interval=20",
+              "t_max=60"]
+    for extra in (["seed=1", "use_tensorboard=True", "save_model=True"], ["seed=2", "use_tensorboard=True"],
+                  ["seed=3"]):
+        assert run_main(*common, *extra).returncode == 0
+    base = tmp_path / "sacred" / "one_step_matrix_game" / "qmix_env=8_adam_td_lambda"
+    token = json.load(open(base / "1" / "config.json"))["unique_token"]
+    evaluation = run_main(*common, "evaluate=True", f"checkpoint_path={tmp_path / 'models' / token}")
+    assert evaluation.returncode == 0 and os.path.isdir(base / "eval" / "1")
+
+    for metric in ("test_return_mean", "loss_td"):
+        sacred = plot.load_runs([str(base / "1"), str(base / "2")], metric)
+        tb = plot.load_runs([str(base / "1"), str(base / "2")], metric, source="tb")
+        for a, b in zip(sacred, tb, strict=True):
+            np.testing.assert_array_equal(a.t, b.t)
+            np.testing.assert_allclose(a.values, b.values, rtol=1e-6)
+    runs = plot.load_runs([str(tmp_path / "sacred")], "test_return_mean")  # the evaluation is left out
+    assert len(runs) == 3 and list(plot.group_runs(runs, [])) == ["qmix_env=8_adam_td_lambda"]
+    with pytest.raises(ValueError, match="wrote no TensorBoard events"):
+        plot.load_runs([str(tmp_path / "sacred")], "test_return_mean", source="tb")

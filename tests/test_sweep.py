@@ -149,8 +149,8 @@ def test_interrupted_runs_are_resumed_and_live_ones_left_alone(local_sweep, tmp_
         if expected == "resume" and not this.resume_supported:
             expected = "restart"  # main.py has no resume option yet: the run starts again
         assert this.classify(run) == expected, status
-    checkpoint = sweep.checkpoint_dir(copy, name)
-    assert os.path.basename(checkpoint).startswith(f"{name}__")
+    checkpoint = run.checkpoint  # found by the unique_token the interrupted run recorded in its config.json
+    assert checkpoint == os.path.join(copy, "models", read_json(os.path.dirname(run_json), "config.json")["unique_token"])
     assert this.argv(run, checkpoint)[-2:] == [f"checkpoint_path='{checkpoint}'", "resume=True"]
     other = next(run for run in this.runs if run.name == "qmix_eps20_seed1")
     assert this.classify(other) == "start"
@@ -162,8 +162,12 @@ def test_shipped_run_is_merged_with_the_next_free_run_id(local_sweep, tmp_path):
     name = "qmix_eps20_seed1"
     worker = tmp_path / "worker"
     shutil.copytree(os.path.join(results, "sacred", GROUP, name), worker / "sacred" / GROUP / name)
-    (token,) = sweep.run_tokens(os.path.join(results, "tb_logs"), name)
+    token = read_json(os.path.join(results, "sacred", GROUP, name, "1"), "config.json")["unique_token"]
     shipped_token = token.replace("__2026", "__2099")  # as if a later run on the worker
+    config_path = worker / "sacred" / GROUP / name / "1" / "config.json"
+    config = json.loads(config_path.read_text())
+    config["unique_token"] = shipped_token
+    config_path.write_text(json.dumps(config))
     shutil.copytree(os.path.join(results, "tb_logs", token), worker / "tb_logs" / shipped_token)
     shutil.copytree(os.path.join(results, "models", token), worker / "models" / shipped_token)
     buffer = io.BytesIO()
@@ -174,8 +178,9 @@ def test_shipped_run_is_merged_with_the_next_free_run_id(local_sweep, tmp_path):
     (merged,) = sweep.merge_shipped(buffer.getvalue(), target)
     assert merged == os.path.join(target, "sacred", GROUP, name, "2")
     assert read_json(merged, "info.json") == read_json(os.path.join(results, "sacred", GROUP, name, "1"), "info.json")
-    assert sweep.run_tokens(os.path.join(target, "tb_logs"), name) == [shipped_token]
-    assert sweep.checkpoint_dir(target, name) == os.path.join(target, "models", shipped_token)
+    assert os.listdir(os.path.join(target, "tb_logs")) == [shipped_token]
+    found = sweep.matching_runs(os.path.join(target, "sacred", GROUP, name), {"name": name})
+    assert sweep.saved_models(target, found) == os.path.join(target, "models", shipped_token)
 
 
 def test_sweep_on_a_local_ray_instance(tmp_path):
@@ -206,13 +211,66 @@ def test_interrupted_run_is_resumed_end_to_end(local_sweep, tmp_path):
     proc = run_sweep(copy, *GRID, "--max-parallel", "2")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert f"resuming from {os.path.join(copy, 'models', name)}__" in proc.stdout
+    log = open(os.path.join(copy, "sweeps", "qmix_one_step_matrix_game_eps", f"{name}.log")).read()
+    assert log.count("=== ") == 2 and "sweep start:" in log and "sweep resume:" in log  # the log grows
     resumed = os.path.join(copy, "sacred", GROUP, name, "2")
     assert read_json(resumed, "run.json")["status"] == "COMPLETED"
     assert read_json(resumed, "config.json")["resume"] is True
     # the resumed run continues the interrupted one's unique_token and curves
-    assert len(sweep.run_tokens(os.path.join(copy, "tb_logs"), name)) == 1
+    token = read_json(os.path.dirname(run_json), "config.json")["unique_token"]
+    assert read_json(resumed, "config.json")["unique_token"] == token
+    assert [t for t in os.listdir(os.path.join(copy, "tb_logs")) if t.startswith(f"{name}__")] == [token]
     assert read_json(resumed, "info.json")["test_return_mean_T"][:3] == \
         read_json(os.path.dirname(run_json), "info.json")["test_return_mean_T"][:3]
     states = {run["name"]: (run["state"], run["action"]) for run in manifest(copy)["runs"]}
     assert states.pop(name) == ("completed", "resume")
     assert set(states.values()) == {("skipped", "skip")}
+
+
+def test_the_same_grid_with_other_fixed_overrides_is_another_sweep(local_sweep):
+    results, _ = local_sweep
+    with pytest.raises(UsageError, match="sweep 'qmix_one_step_matrix_game_eps' already exists .* with other "
+                                         "fixed_overrides .* give --name NEW to start another sweep"):
+        sweep.Sweep(*sweep.parse_command_line([*GRID, "with", f"local_results_path={results}", *TINY, "t_max=40"]))
+    other = sweep.Sweep(*sweep.parse_command_line([*GRID, "--name", "longer", "with", f"local_results_path={results}",
+                                                   *TINY, "t_max=40"]))
+    assert other.history == [] and {other.classify(run) for run in other.runs} == {"start"}  # nothing reused
+
+
+def test_the_manifest_keeps_the_history_of_its_commands(local_sweep):
+    results, _ = local_sweep
+    history = manifest(results)["history"]
+    assert len(history) >= 1 and history[0]["outcome"] == "completed" and history[0]["actions"] == {"start": 4}
+    assert all("ended" in attempt and attempt["command"] for attempt in history)
+
+
+def test_progress_shows_each_running_runs_t_env_and_estimates_the_time_left(tmp_path):
+    log = tmp_path / "run.log"
+    log.write_text("=== first attempt\n t_env: 900 / 1000\n=== second attempt\n[INFO] t_env: 250 / 1000\n")
+    assert sweep.run_fraction(str(log)) == 0.25
+    log.write_text("=== an attempt without a test yet\n")
+    assert sweep.run_fraction(str(log)) is None
+    progress = sweep.Progress(total=3, max_parallel=1)
+    running = sweep.SweepRun("a", {}, 0, state="running", log=str(tmp_path / "a.log"), started=time.time() - 100)
+    (tmp_path / "a.log").write_text("=== start\nt_env: 500 / 2000\n")
+    line = progress.line([running, sweep.SweepRun("b", {}, 1), sweep.SweepRun("c", {}, 2)])
+    assert "running 1 [a 25%]" in line
+    # 100 s for a quarter: a run takes ~400 s; 300 s left of it, then 2 more one at a time
+    assert "time left 0:18:" in line
+
+
+def test_a_stopped_sweep_records_its_runs_as_interrupted(tmp_path):
+    results = str(tmp_path)
+    proc = subprocess.Popen([sys.executable, SWEEP, "--config=qmix", "--env-config=one_step_matrix_game", "--grid",
+                             "epsilon_anneal_time=20", "with", f"local_results_path={results}",
+                             *[token for token in TINY if not token.startswith("t_max")], "t_max=1000000"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 120
+    log = os.path.join(results, "sweeps", "qmix_one_step_matrix_game_eps", "qmix_eps20_seed0.log")
+    while time.time() < deadline and sweep.run_fraction(log) is None:
+        time.sleep(0.5)
+    proc.terminate()
+    assert proc.wait(timeout=150) == 130
+    data = manifest(results)
+    assert [run["state"] for run in data["runs"]] == ["interrupted"]
+    assert data["history"][-1]["outcome"] == "interrupted"

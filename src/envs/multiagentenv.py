@@ -101,7 +101,8 @@ class MultiAgentEnv:
     def render(self) -> Any:
         raise self._missing("render")
 
-    def save_replay(self) -> None:
+    def save_replay(self) -> str | None:
+        """Write a replay of the recent episodes; returns its path (None when none was written)."""
         raise self._missing("save_replay")
 
     def close(self) -> None:

@@ -18,6 +18,7 @@ import contextlib
 import datetime
 import os
 import pprint
+import secrets
 import signal
 import threading
 import time
@@ -48,11 +49,7 @@ def run(_run, _config: dict, _log) -> None:
     args.device = "cuda" if args.use_cuda else "cpu"
     resume = select_resume_checkpoint(args, _log) if args.resume else None
     if resume is not None:
-        # The resumed run writes its models and TensorBoard events where the interrupted one did.
-        args.unique_token = os.path.basename(os.path.normpath(args.checkpoint_path))
         args.env_seed_generation = resume.state["runner"]["seed_generation"] + 1
-    else:
-        args.unique_token = f"{run_label(args)}__{datetime.datetime.now().strftime('%Y-%m-%d_%H-%M-%S')}"
     if args.env == "sc2":
         _log.info(f"SMAC engine: {args.env_args['backend']} (env_args.backend; auto picks StarCraft II "
                   f"when it is installed under SC2PATH, else the built-in simulator)")
@@ -93,11 +90,19 @@ def select_resume_checkpoint(args: SimpleNamespace, _log) -> ResumePoint:
     return ResumePoint(folder=folder, step=step, state=state)
 
 
-def run_label(args: SimpleNamespace) -> str:
-    """The run's name, tagged with the SMAC engine so results of the two engines are never mixed up,
-    and with the training precision when it is not float32 (PyMARL2's)."""
-    label = f"{args.name}_{args.env_args['backend']}" if args.env == "sc2" else args.name
-    return label if args.train_precision == "float32" else f"{label}_{args.train_precision}"
+def unique_token(config: dict) -> str:
+    """The name of the run's tb_logs/ and models/ folders: `<name>[_<engine>][_bfloat16]__<date>_<6 hex>`.
+    The SMAC engine and a precision other than float32 are part of it so that such runs are never
+    mixed up by name; the random suffix keeps two runs started in the same second apart. A resumed
+    run keeps the token of the run it continues (its checkpoint folder's name)."""
+    if config.get("resume"):
+        return os.path.basename(os.path.normpath(config["checkpoint_path"]))
+    label = config["name"]
+    if config["env"] == "sc2":
+        label += f"_{config['env_args']['backend']}"
+    if config["train_precision"] != "float32":
+        label += f"_{config['train_precision']}"
+    return f"{label}__{datetime.datetime.now().strftime('%Y-%m-%d_%H-%M-%S')}_{secrets.token_hex(3)}"
 
 
 def args_sanity_check(config: dict, _log) -> dict:
@@ -249,12 +254,39 @@ def run_tests(args: SimpleNamespace, runner) -> None:
 
 
 def evaluate_sequential(args: SimpleNamespace, runner, logger: Logger) -> None:
+    """Run test_nepisode test episodes and print one summary line (and, with save_replay, one line
+    listing the replays written)."""
+    log = logger.console_logger
+    if args.save_replay:
+        log.info(f"save_replay=True: recording the {args.test_nepisode} test episodes of {runner.batch_size} "
+                 f"env(s); their replays are written when the episodes end")
     with th.no_grad():
         run_tests(args, runner)
+    log.info(evaluation_summary(logger.stats, args.test_nepisode, runner.t_env, merge_env_stats(runner.get_env_stats())))
     if args.save_replay:
-        runner.save_replay()
-    logger.print_recent_stats()
-    logger.console_logger.info(f"Env stats: {runner.get_env_stats()}")
+        paths = [path for path in runner.save_replay() if path]
+        log.info(f"Replays written ({len(paths)}): {', '.join(paths)}" if paths else "No replay was written")
+
+
+def evaluation_summary(stats: dict, n_episodes: int, t_env: int, env_stats: dict) -> str:
+    """'Evaluation: N episodes at t_env T: test_... means; env stats: ...' from the logged test stats."""
+    means = ", ".join(f"{key} {values[-1][1]:.4g}" for key, values in sorted(stats.items())
+                      if key.startswith("test_") and values)
+    counts = ", ".join(f"{key} {value:.4g}" for key, value in env_stats.items())
+    return f"Evaluation: {n_episodes} episodes at t_env {t_env}: {means}" + (f"; env stats: {counts}" if counts else "")
+
+
+def merge_env_stats(per_env: list) -> dict:
+    """The envs' get_stats() summed into one dict; a win_rate is recomputed from the summed battles
+    (keys that are not numbers are dropped)."""
+    merged = {}
+    for stats in per_env:
+        for key, value in (stats or {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "win_rate":
+                merged[key] = merged.get(key, 0) + value
+    if merged.get("battles_game"):
+        merged["win_rate"] = merged["battles_won"] / merged["battles_game"]
+    return merged
 
 
 class TrainingInterrupted(KeyboardInterrupt):

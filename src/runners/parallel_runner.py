@@ -35,7 +35,8 @@ import torch as th
 
 from components.episode_buffer import EpisodeBatch
 from envs.starcraft.backend import select_backend
-from runners.runner_base import BatchRunner, InProcessEnvs, env_factory, env_seed, env_seeds, reset_env, step_env
+from runners.runner_base import (BatchRunner, InProcessEnvs, env_factory, env_kwargs, env_seed, env_seeds, reset_env,
+                                 step_env)
 
 _START_METHOD = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
 _CLOSE_TIMEOUT_S = 5
@@ -195,7 +196,8 @@ class EnvWorkers:
     def _start_worker(self, i: int) -> None:
         parent_conn, worker_conn = self._ctx.Pipe()
         worker = self._ctx.Process(target=env_worker, daemon=True,
-                                   args=(worker_conn, self._env_fn, dict(self.args.env_args, seed=self.seeds[i])))
+                                   args=(worker_conn, self._env_fn,
+                                         env_kwargs(self.args.env_args, self.seeds[i], i, self.n_envs)))
         worker.start()
         worker_conn.close()  # only the worker holds its end now, so its death reads as EOF here
         self.conns[i] = parent_conn
@@ -276,8 +278,8 @@ class EnvWorkers:
     def get_stats(self) -> list:
         return self._broadcast("get_stats")
 
-    def save_replay(self) -> None:
-        self._broadcast("save_replay")
+    def save_replay(self) -> list:
+        return self._broadcast("save_replay")
 
     def close(self) -> None:
         """Ask every worker to close its env, wait up to _CLOSE_TIMEOUT_S in all, then kill the rest."""

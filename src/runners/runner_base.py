@@ -47,6 +47,16 @@ def env_seed(base_seed: int | None, index: int, batch_size_run: int, generation:
     return None if base_seed is None else base_seed + index + batch_size_run * generation
 
 
+def env_kwargs(env_args: dict, seed: int | None, index: int, n_envs: int) -> dict:
+    """The constructor arguments of env `index` of `n_envs`: env_args with its own seed and, for an env
+    that names its replays (replay_prefix), a prefix of its own, so that parallel envs never write
+    their replays over each other's."""
+    kwargs = dict(env_args, seed=seed)
+    if n_envs > 1 and kwargs.get("replay_prefix"):
+        kwargs["replay_prefix"] = f"{kwargs['replay_prefix']}_env{index}"
+    return kwargs
+
+
 class Observation(NamedTuple):
     """Pre-transition data of one env: what the agents see before choosing their actions."""
 
@@ -92,7 +102,7 @@ class InProcessEnvs:
         env_fn = env_factory(env_name)
         self.seeds = env_seeds(env_args.get("seed"), n_envs, seed_generation)
         self.seed_generation = seed_generation
-        self.envs = [env_fn(**dict(env_args, seed=seed)) for seed in self.seeds]
+        self.envs = [env_fn(**env_kwargs(env_args, seed, i, n_envs)) for i, seed in enumerate(self.seeds)]
 
     def env_info(self) -> dict:
         return self.envs[0].get_env_info()
@@ -108,9 +118,9 @@ class InProcessEnvs:
     def get_stats(self) -> list:
         return [env.get_stats() for env in self.envs]
 
-    def save_replay(self) -> None:
-        for env in self.envs:
-            env.save_replay()
+    def save_replay(self) -> list:
+        """Each env's replay path (None where it wrote none)."""
+        return [env.save_replay() for env in self.envs]
 
     def close(self) -> None:
         for env in self.envs:
@@ -372,8 +382,9 @@ class BatchRunner:
         """get_stats() of every env (e.g. battles_won, win_rate for SMAC)."""
         return self.envs.get_stats()
 
-    def save_replay(self) -> None:
-        self.envs.save_replay()
+    def save_replay(self) -> list:
+        """Write each env's replay of its recent episodes; their paths (None where an env wrote none)."""
+        return self.envs.save_replay()
 
     def close_env(self) -> None:
         self.envs.close()

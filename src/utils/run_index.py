@@ -1,10 +1,39 @@
-"""Helpers shared by the sweep and plot tools: dotted config keys (`env_args.map_name`) and the
-unique_token of a run (`<name>__<date>`; on SMAC `<name>_<engine>__<date>`; with `_bfloat16` before
-the date when it trained in bfloat16; see run.run_label)."""
-import re
+"""Finding and identifying runs, shared by the sweep, plot and table tools: sacred run folders, what a
+run recorded about itself in config.json (run_kind, unique_token), and dotted config keys
+(`env_args.map_name`)."""
+import json
+import os
 from typing import Any
 
-TOKEN_DATE_FORMAT = "%Y-%m-%d_%H-%M-%S"
+RUN_FILES = ("config.json", "run.json", "info.json")
+
+
+def read_json(path: str) -> dict:
+    with open(path) as f:
+        return json.load(f)
+
+
+def run_folders(paths: list) -> list:
+    """Sacred run folders (holding config.json, run.json and info.json) under `paths` (run folders, or
+    any folder above them), sorted; FileNotFoundError for a path that does not exist."""
+    found = []
+    for path in paths:
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"'{path}' does not exist; pass a results/sacred/<map or env> folder "
+                                    f"or a run folder")
+        for root, dirs, files in os.walk(path):
+            dirs[:] = [d for d in dirs if d != "_sources"]
+            if set(RUN_FILES) <= set(files):
+                found.append(root)
+    return sorted(found)
+
+
+def run_kind(config: dict) -> str:
+    """"evaluate" for a run that only tested a model (evaluate or save_replay, as in PyMARL2), else
+    "train"; what the run recorded as run_kind, or for runs from before that key, what its config says."""
+    if "run_kind" in config:
+        return config["run_kind"]
+    return "evaluate" if config.get("evaluate") or config.get("save_replay") else "train"
 
 
 def get_dotted(config: dict, dotted: str) -> Any:
@@ -41,9 +70,3 @@ def nested(dotted: str, value: Any) -> dict:
     for part in reversed(dotted.split(".")):
         value = {part: value}
     return value
-
-
-def token_pattern(name: str) -> re.Pattern:
-    """Matches the unique_tokens of runs named `name`; group "date" is the token's time stamp. The tags
-    are spelled out, so `x_seed1` never matches the tokens of `x_seed10`."""
-    return re.compile(re.escape(name) + r"(_builtin|_sc2)?(_bfloat16)?__(?P<date>\d{4}-\d{2}-\d{2}_\d{2}-\d{2}-\d{2})$")

@@ -986,14 +986,13 @@ class StarCraft2Env(MultiAgentEnv):
     def render(self, mode: str = "human") -> None:
         """No on-screen rendering (PyMARL2's behaviour); replays come from save_replay()."""
 
-    def save_replay(self) -> None:
-        """Let the engine write a replay if it can (prefix: replay_prefix or the map name)."""
+    def save_replay(self) -> str | None:
+        """Let the engine write a replay if it can (prefix: replay_prefix or the map name); its path."""
         if self._engine is None or not hasattr(self._engine, "save_replay"):
             logger.warning("no replay saved: this engine records none (the built-in simulator needs "
                            "record_replay=True, which save_replay=True sets)")
-            return
-        path = self._engine.save_replay(self.replay_dir, self.replay_prefix or self.map_name)
-        logger.info(f"Replay saved at {path}")
+            return None
+        return self._engine.save_replay(self.replay_dir, self.replay_prefix or self.map_name)
 
     def close(self) -> None:
         if self._engine is not None:
