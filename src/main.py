@@ -20,6 +20,7 @@ import copy  # noqa: E402
 import random  # noqa: E402
 import signal  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 import warnings  # noqa: E402
 from os.path import abspath, dirname, join  # noqa: E402
 
@@ -44,9 +45,9 @@ from run import REGISTRY as run_REGISTRY  # noqa: E402
 from run.run import unique_token  # noqa: E402
 from runners.parallel_runner import EnvWorkerError  # noqa: E402
 from runners.runner_base import env_seeds  # noqa: E402
-from utils.config_check import UsageError, env_arg_kinds, normalise_overrides  # noqa: E402
+from utils.config_check import UsageError, env_arg_kinds, normalise_file, normalise_overrides, range_error  # noqa: E402
 from utils.logging import get_logger  # noqa: E402
-from utils.run_index import run_kind  # noqa: E402
+from utils.run_index import flatten, run_kind  # noqa: E402
 from utils.th_utils import resolve_train_precision  # noqa: E402
 
 SRC_DIR = dirname(abspath(__file__))
@@ -82,8 +83,8 @@ class RunFailed(OneLineError):
     """Training cannot go on: a NaN/inf loss, env workers that keep failing."""
 
 
-# The keys given after `with` on this process's command line (main() sets them): a resumed run keeps
-# the checkpoint's train_precision unless the command line gives one.
+# The (dotted) keys given after `with` on this process's command line (main() sets them): a resumed
+# run keeps the checkpoint's train_precision unless the command line gives one.
 COMMAND_LINE_KEYS: set = set()
 
 
@@ -131,6 +132,8 @@ def smac_settings(config: dict) -> dict:
     """Check the map, resolve env_args.backend, and record replays (as GIFs under
     <local_results_path>/replays unless replay_dir is set) when save_replay is on."""
     env_args = config["env_args"]
+    if "env_args.map_name" not in COMMAND_LINE_KEYS:
+        logger.warning(f"no env_args.map_name given: playing {env_args['map_name']}, the default of the env config")
     try:
         get_map_params(env_args["map_name"])
         settings = {"backend": select_backend(env_args.get("backend", "auto"), env_args["map_name"]),
@@ -155,21 +158,16 @@ def my_main(_run, _config, _log) -> None:
         run_REGISTRY[config["run"]](_run, config, _log)
     except ValueError as error:
         raise InputError(str(error)) from error
-    except (FloatingPointError, EnvWorkerError) as error:
+    except (FloatingPointError, EnvWorkerError, checkpoint.CheckpointWriteError) as error:
         raise RunFailed(str(error)) from error
 
 
-# Settings that must be at least 1 (or above 0 for the float ones).
-_POSITIVE_SETTINGS = ("batch_size_run", "batch_size", "buffer_size", "test_nepisode", "test_interval", "log_interval",
-                      "runner_log_interval", "learner_log_interval", "save_model_interval", "target_update_interval",
-                      "env_worker_timeout", "env_worker_max_failures", "lr")
-
-
 def check_settings(config: dict) -> None:
-    """Reject settings that cannot work together with one InputError line, before the run starts."""
-    for key in _POSITIVE_SETTINGS:
-        if key in config and not config[key] > 0:
-            raise InputError(f"{key}={config[key]} must be above 0")
+    """Reject settings outside their range or that cannot work together with one InputError line,
+    before the run starts."""
+    problem = range_error(config)
+    if problem:
+        raise InputError(problem)
     if config["batch_size"] > config["buffer_size"]:
         raise InputError(f"batch_size={config['batch_size']} is larger than buffer_size={config['buffer_size']}: "
                          f"training batches are drawn from the episodes in the buffer; raise buffer_size or "
@@ -177,8 +175,6 @@ def check_settings(config: dict) -> None:
     if config["learner_threads"] < 0 or (config["learner_threads"] and config["tune_learner_threads"]):
         raise InputError(f"learner_threads={config['learner_threads']} must be 0 (torch's count, or tuned with "
                          f"tune_learner_threads=True) or a thread count")
-    if not 0 <= config.get("gamma", 0) <= 1:
-        raise InputError(f"gamma={config['gamma']} must be within [0, 1]")
     if config.get("resume") and not config["checkpoint_path"]:
         raise InputError("resume=True needs checkpoint_path=<local_results_path>/models/<unique_token>")
     if config.get("resume") and config["evaluate"]:
@@ -250,27 +246,16 @@ def load_named_config(params: list, option: str, subfolder: str) -> tuple:
 
 def build_config(params: list) -> dict:
     """default.yaml < envs/ENV.yaml < algs/ALG.yaml; consumes --config and --env-config from params.
-    A float key stays a float when a later file writes an integer (qmix_large.yaml's `weight_decay: 0`)."""
+    Each file is checked like the command line (known keys, kinds; normalise_file), so a float key
+    stays a float when a later file writes an integer (qmix_large.yaml's `weight_decay: 0`)."""
     alg_name, alg_config = load_named_config(params, "--config", "algs")
-    _, env_config = load_named_config(params, "--env-config", "envs")
+    env_name, env_config = load_named_config(params, "--env-config", "envs")
     config = load_yaml(join(CONFIG_DIR, "default.yaml"))
-    for layer in (env_config, alg_config):
-        recursive_dict_update(config, keep_floats(config, layer))
+    kinds = env_kinds(env_config.get("env", config["env"]), {})
+    for layer, path in ((env_config, f"src/config/envs/{env_name}.yaml"), (alg_config, f"src/config/algs/{alg_name}.yaml")):
+        recursive_dict_update(config, normalise_file(layer, config, kinds, path))
     config.setdefault("name", alg_name)
     return config
-
-
-def keep_floats(base: dict, layer: dict) -> dict:
-    """`layer` with integers turned into floats where `base` holds a float (recursively)."""
-    kept = {}
-    for key, value in layer.items():
-        old = base.get(key)
-        if isinstance(value, collections.abc.Mapping) and isinstance(old, collections.abc.Mapping):
-            value = keep_floats(old, value)
-        elif isinstance(old, float) and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        kept[key] = value
-    return kept
 
 
 def command_line_updates(params: list) -> dict:
@@ -287,11 +272,18 @@ def checked_params(params: list, config: dict) -> list:
     if "with" not in params:
         return params
     start = params.index("with") + 1
-    env_name = command_line_updates(params).get("env", config["env"])
+    if "=" in "".join(params[start:start + 1]):  # the env may be chosen on the command line
+        env_name = command_line_updates(params).get("env", config["env"])
+    else:
+        env_name = config["env"]
+    return params[:start] + normalise_overrides(params[start:], config, env_kinds(env_name, config.get("env_args", {})))
+
+
+def env_kinds(env_name: str, env_args: dict) -> dict | None:
+    """{env_args key: kind} for the env: its constructor's arguments (env_arg_kinds) and the keys its
+    config already sets; None when the constructor takes any keyword."""
     kinds = env_arg_kinds(env_factory(env_name))
-    if kinds is not None:
-        kinds = {**{key: None for key in config.get("env_args", {})}, **kinds}
-    return params[:start] + normalise_overrides(params[start:], config, kinds)
+    return None if kinds is None else {**{key: None for key in env_args}, **kinds}
 
 
 def env_factory(env_name: str):
@@ -300,6 +292,18 @@ def env_factory(env_name: str):
         from envs.starcraft.starcraft2 import StarCraft2Env
         return StarCraft2Env
     return env_REGISTRY.get(env_name)
+
+
+def check_writable(folder: str) -> None:
+    """Create `folder` (a run's sacred folder) or say in one line why it cannot be, before anything
+    is written there."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise UsageError(f"cannot write results to {folder} ({error.strerror or error}): choose another "
+                         f"local_results_path") from None
 
 
 def observer_dir(config: dict, updates: dict) -> str:
@@ -337,10 +341,11 @@ def main(argv: list) -> int:
         config = build_config(params)
         params = checked_params(params, config)
         updates = command_line_updates(params)
+        check_writable(observer_dir(config, updates))
     except UsageError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         return USAGE_EXIT_CODE
-    COMMAND_LINE_KEYS.update(updates)
+    COMMAND_LINE_KEYS.update(flatten(updates))
     ex.add_config(config)
     file_obs_path = observer_dir(config, updates)
     logger.info(f"Saving to FileStorageObserver in {file_obs_path}.")

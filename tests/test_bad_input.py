@@ -1,6 +1,9 @@
 """Bad input gets one clear line and a non-zero exit: mistyped keys, wrong types, impossible settings,
 unusable checkpoints, a replay buffer too large for the memory."""
 import logging
+import os
+import shutil
+import subprocess
 from collections import namedtuple
 
 import psutil
@@ -9,7 +12,7 @@ import pytest
 import main
 from main import InputError, check_settings, checked_params, env_factory
 from main_runs import run_main
-from components.episode_buffer import ReplayBuffer
+from components.episode_buffer import TENSOR_OVERHEAD_BYTES, ReplayBuffer
 from envs import REGISTRY as env_REGISTRY
 from run.run import build_scheme, check_buffer_memory
 from run.checkpoint import CheckpointError, verify
@@ -39,7 +42,7 @@ def sc2_tokens(qmix_sc2, *tokens) -> list:
     ("use_cuda=1", "use_cuda=1 has the wrong type: expected bool like the default True, got int"),
     ("lr=fast", "lr='fast' has the wrong type: expected float like the default 0.001, got str"),
     ("env_args.reward_win=[1]",
-     "env_args.reward_win=[1] has the wrong type: expected float like the default 200, got list"),
+     "env_args.reward_win=[1] has the wrong type: expected float like the default 200.0, got list"),
     ("t_max=2.5", "t_max=2.5 must be a whole number like the default 10050000 (2e6 is fine, 2.5 is not)"),
     ("env_args.step_mul=8.5", "env_args.step_mul=8.5 must be a whole number like the default 8"),
     ("seed=abc", "seed='abc' has the wrong type: expected int"),
@@ -95,11 +98,19 @@ def test_unported_keys_are_not_config_keys():
 
 
 @pytest.mark.parametrize("updates, message", [
-    ({"batch_size_run": 0}, "batch_size_run=0 must be above 0"),
-    ({"test_nepisode": -1}, "test_nepisode=-1 must be above 0"),
+    ({"batch_size_run": 0}, "batch_size_run=0 must be at least 1"),
+    ({"test_nepisode": -1}, "test_nepisode=-1 must be at least 1"),
+    ({"t_max": 0}, "t_max=0 must be at least 1"),
+    ({"rnn_hidden_dim": 0}, "rnn_hidden_dim=0 must be at least 1"),
     ({"env_worker_timeout": 0}, "env_worker_timeout=0 must be above 0"),
+    ({"lr": 1e39}, "lr=1e+39 must be above 0 and at most 1.0"),
     ({"batch_size": 64, "buffer_size": 32}, "batch_size=64 is larger than buffer_size=32"),
-    ({"gamma": 1.5}, "gamma=1.5 must be within [0, 1]"),
+    ({"gamma": 1.5}, "gamma=1.5 must be within [0.0, 1.0]"),
+    ({"td_lambda": 1.5}, "td_lambda=1.5 must be within [0.0, 1.0]"),
+    ({"epsilon_start": 1.5}, "epsilon_start=1.5 must be within [0.0, 1.0]"),
+    ({"epsilon_finish": -0.1}, "epsilon_finish=-0.1 must be within [0.0, 1.0]"),
+    ({"load_step": -1}, "load_step=-1 must be at least 0"),
+    ({"seed": -1}, "seed=-1 must be within [0, 4294967295]"),
     ({"resume": True}, "resume=True needs checkpoint_path="),
     ({"resume": True, "checkpoint_path": "x", "evaluate": True}, "resume=True continues training;"),
 ])
@@ -128,6 +139,41 @@ def test_command_line_mistakes_give_one_line(tmp_path, argv, code, message):
         assert len(lines) == 1
 
 
+def bad_config_dir(tmp_path, name: str, text: str) -> str:
+    """A copy of src/config with algs/<name>.yaml holding `text`."""
+    import shutil
+    folder = tmp_path / "config"
+    shutil.copytree(main.CONFIG_DIR, folder)
+    (folder / "algs" / f"{name}.yaml").write_text(text)
+    return str(folder)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("lr: 5e-4\n", "lr='5e-4' has the wrong type: expected float like the default 0.0005, got str; YAML reads 5e-4 "
+                   "(no decimal point) as text: write it with one, e.g. 0.0005 (in src/config/algs/bad.yaml)"),
+    ("mixing_embd_dim: 32\n", "unknown config key 'mixing_embd_dim' in src/config/algs/bad.yaml; did you mean "
+                              "'mixing_embed_dim'? (new keys are declared in src/config/default.yaml)"),
+    ("- lr: 0.1\n", "src/config/algs/bad.yaml must map config keys to values, but holds a list"),
+    ("t_max: [1\n", "is not valid YAML"),
+])
+def test_config_files_are_checked_like_the_command_line(tmp_path, monkeypatch, capsys, text, message):
+    monkeypatch.setattr(main, "CONFIG_DIR", bad_config_dir(tmp_path, "bad", text))
+    assert main.main(["main.py", "--config=bad", "--env-config=sc2"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert message in error and len(error.splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["with", "t_max", "20000"], "'t_max' after `with` is not KEY=VALUE (marlkit has no named configs); did you "
+                                 "mean t_max=20000?"),
+    (["with", "local_results_path=/proc/no/such/place"], "cannot write results to /proc/no/such/place/sacred/3m/"),
+])
+def test_more_command_line_mistakes_are_one_line(capsys, argv, message):
+    assert main.main(["main.py", "--config=qmix", "--env-config=sc2", *argv]) == 2
+    error = capsys.readouterr().err.strip()
+    assert message in error and len(error.splitlines()) == 1
+
+
 def test_checkpoint_without_models_gives_one_line(tmp_path):
     (tmp_path / "empty").mkdir()
     proc = run_main("--config=qmix", "--env-config=one_step_matrix_game", "with", f"local_results_path={tmp_path}",
@@ -152,8 +198,9 @@ FakeMemory = namedtuple("FakeMemory", "available")
 
 
 def test_buffer_memory_check_warns_for_the_worst_case_and_stops_below_the_least(monkeypatch, caplog):
-    """3m with buffer_size 5000: 588 bytes per stored step, 0.18 GB if every episode lasts episode_limit (60)
-    steps, 5.9 MB if every episode lasts one step; 1 GB of the available memory is kept free."""
+    """3m with buffer_size 5000: 588 bytes per stored step and 3584 per episode (the overhead of its 7 tensors),
+    0.20 GB if every episode lasts episode_limit (60) steps, 24 MB if every episode lasts one step; 1 GB of
+    the available memory is kept free."""
     env = env_REGISTRY["sc2"](map_name="3m", backend="builtin")
     info = env.get_env_info()
     env.close()
@@ -162,25 +209,63 @@ def test_buffer_memory_check_warns_for_the_worst_case_and_stops_below_the_least(
     agents, actions = info["n_agents"], info["n_actions"]
     # float32 obs, state and reward, uint8 actions, bool avail_actions, terminated and filled
     assert sizes.step == 4 * (agents * info["obs_shape"] + info["state_shape"] + 1) + agents + agents * actions + 2
-    assert (sizes.step, sizes.episode) == (588, 0)
+    assert (sizes.step, sizes.episode) == (588, 7 * TENSOR_OVERHEAD_BYTES)
     max_seq_length = info["episode_limit"] + 1
     logger = Logger(logging.getLogger("test_bad_input"))
 
     monkeypatch.setattr(psutil, "virtual_memory", lambda: FakeMemory(available=1_075_000_000))
-    with pytest.raises(ValueError, match="^the replay buffer needs at least 5880000 bytes .0.01 GB. for "
+    with pytest.raises(ValueError, match="^the replay buffer needs at least 23800000 bytes .0.02 GB. for "
                                          "buffer_size=5000 but only 1.07 GB of memory is available on cpu"):
         check_buffer_memory(5000, sizes, max_seq_length, "cpu", logger)
 
     monkeypatch.setattr(psutil, "virtual_memory", lambda: FakeMemory(available=1_100_000_000))
     with caplog.at_level(logging.INFO):
         check_buffer_memory(5000, sizes, max_seq_length, "cpu", logger)
-    assert "Replay buffer: 5000 episodes, 588 bytes per stored step, at most 0.18 GB on cpu (1.10 GB available)" \
+    assert "Replay buffer: 5000 episodes, 588 bytes per stored step, at most 0.20 GB on cpu (1.10 GB available)" \
         in caplog.text
-    assert ("the replay buffer may outgrow the memory: 0.18 GB if every episode reaches episode_limit=60; 5000 "
-            "episodes fit on cpu while they average at most 7 steps") in caplog.text
+    assert ("the replay buffer may outgrow the memory: 0.20 GB if every episode reaches episode_limit=60; 5000 "
+            "episodes fit on cpu while they average at most 1 steps") in caplog.text
 
     caplog.clear()
     monkeypatch.setattr(psutil, "virtual_memory", lambda: FakeMemory(available=2_000_000_000))
     with caplog.at_level(logging.INFO):
         check_buffer_memory(5000, sizes, max_seq_length, "cpu", logger)
-    assert "0.18 GB on cpu (2.00 GB available)" in caplog.text and "outgrow" not in caplog.text
+    assert "0.20 GB on cpu (2.00 GB available)" in caplog.text and "outgrow" not in caplog.text
+
+
+def test_a_damaged_pymarl2_checkpoint_is_one_line(tmp_path):
+    """A models-only checkpoint (as PyMARL2 saves them) loaded without resume: every .th file is checked."""
+    saved = tmp_path / "models" / "pymarl2_run" / "100"
+    trained = run_main("--config=qmix", "--env-config=one_step_matrix_game", "with", f"local_results_path={tmp_path}",
+                       "t_max=10", "save_model=True", "runner=episode", "batch_size_run=1", *SMALL)
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    (token,) = os.listdir(tmp_path / "models")
+    step = max(os.listdir(tmp_path / "models" / token), key=int)
+    saved.mkdir(parents=True)
+    for name in ("agent.th", "mixer.th", "opt.th"):  # PyMARL2's files only
+        shutil.copy(tmp_path / "models" / token / step / name, saved / name)
+    (saved / "mixer.th").write_bytes((saved / "mixer.th").read_bytes()[:200])  # truncated
+    proc = run_main("--config=qmix", "--env-config=one_step_matrix_game", "with", f"local_results_path={tmp_path}",
+                    "evaluate=True", f"checkpoint_path={saved.parent}", "runner=episode", "batch_size_run=1", *SMALL)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith(f"InputError: no complete checkpoint in {saved.parent}: "
+                                                           f"checkpoint {saved} is damaged: mixer.th cannot be read")
+
+
+def test_a_full_disk_while_saving_is_one_line_and_leaves_no_partial_checkpoint(tmp_path):
+    """Results on a tiny file system: the run stops with one line when a checkpoint no longer fits."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2M", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("cannot mount a small tmpfs here; tests/test_resume.py checks the same path with a failing write")
+    try:
+        proc = run_main("--config=qmix", "--env-config=one_step_matrix_game", "with", f"local_results_path={disk}",
+                        "t_max=400", "save_model=True", "save_model_interval=1", "save_buffer=True", "runner=episode",
+                        "batch_size_run=1", "use_cuda=False", "buffer_size=8", "batch_size=4")
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr
+        last = proc.stderr.strip().splitlines()[-1]
+        assert last.startswith("RunFailed: could not write checkpoint ") and "(No space left on device: " in last
+        (token,) = os.listdir(disk / "models")
+        assert all(name.isdigit() for name in os.listdir(disk / "models" / token))  # no temporary folder left
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)

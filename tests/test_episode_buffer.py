@@ -7,7 +7,7 @@ import pytest
 import torch as th
 import torch.nn.functional as F
 
-from components.episode_buffer import EpisodeBatch, ReplayBuffer, stored_lengths
+from components.episode_buffer import TENSOR_OVERHEAD_BYTES, EpisodeBatch, ReplayBuffer, stored_lengths
 from components.transforms import OneHot
 from run import checkpoint
 from run.run import build_scheme
@@ -377,11 +377,12 @@ def test_stored_bytes_are_steps_times_bytes_per_step():
     sizes = ReplayBuffer.storage_bytes(compact_scheme(), GROUPS)
     # float32 state, obs, reward; uint8 actions; bool avail_actions, terminated, filled
     assert sizes.step == 4 * (STATE + N_AGENTS * OBS + 1) + N_AGENTS + N_AGENTS * N_ACTIONS + 1 + 1
-    assert sizes.episode == 4 * 2
+    constants = 4 * 2  # the float32 [2] episode-constant field
+    assert sizes.episode == constants + len(buffer.transition_data) * TENSOR_OVERHEAD_BYTES
     length, n = 5, 12
     buffer.insert_episode_batch(write_batch(compact_scheme(), None, random_episodes(rng, [length] * n)))
     # N episodes of L env steps keep N * (L + 1) steps; episode-constant fields are allocated for all 20 slots.
-    assert buffer.stored_bytes() == n * (length + 1) * sizes.step + 20 * sizes.episode
+    assert buffer.stored_bytes() == n * (length + 1) * sizes.step + 20 * constants
     assert sizes.for_episodes(n, length + 1) == n * ((length + 1) * sizes.step + sizes.episode)
 
 
@@ -442,3 +443,42 @@ def test_checkpoint_of_another_buffer_gives_one_clear_error(tmp_path):
                  "transition_data": dict(dense.data.transition_data), "episode_data": dict(dense.data.episode_data)}
     with pytest.raises(checkpoint.CheckpointError, match="'actions_onehot' does not fit .* saved by an older marlkit"):
         checkpoint.load_buffer_state(ReplayBuffer(compact_scheme(), GROUPS, BUFFER_SIZE, LIMIT + 1), old_state, folder)
+
+
+GROWTH_SCRIPT = """
+import gc, sys
+sys.path.insert(0, {src!r})
+import psutil, torch as th
+from components.episode_buffer import EpisodeBatch, ReplayBuffer
+from run.run import build_scheme
+from utils.allocator import keep_freed_memory
+keep_freed_memory()  # as training does
+scheme, groups, preprocess = build_scheme({{"n_agents": {agents}, "n_actions": {actions}, "state_shape": {state},
+                                           "obs_shape": {obs}}})
+n, length = {episodes}, {length}
+buffer = ReplayBuffer(scheme, groups, n, length + 1, preprocess=preprocess)
+batch = EpisodeBatch(scheme, groups, 8, length + 1, preprocess=preprocess)
+batch.data.transition_data["filled"][:] = True
+gc.collect()
+before = psutil.Process().memory_info().rss
+for _ in range(n // 8):
+    buffer.insert_episode_batch(batch)
+gc.collect()
+grown = psutil.Process().memory_info().rss - before
+print(grown / ReplayBuffer.storage_bytes(scheme, groups, preprocess).for_episodes(n, length + 1))
+"""
+
+
+@pytest.mark.parametrize("shapes, length, episodes", [
+    ({"agents": 2, "actions": 3, "state": 2, "obs": 2}, 1, 40000),        # the matrix game: overhead dominates
+    ({"agents": 6, "actions": 30, "state": 282, "obs": 156}, 100, 2000),  # corridor: data dominates
+])
+def test_the_memory_estimate_follows_the_measured_growth(shapes, length, episodes):
+    """The memory check's estimate (StorageBytes) against the resident memory a buffer really grows by."""
+    import subprocess
+    import sys
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    script = GROWTH_SCRIPT.format(src=src, length=length, episodes=episodes, **shapes)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    ratio = float(result.stdout.strip().splitlines()[-1])  # measured growth / estimate
+    assert 1 / 1.5 <= ratio <= 1.5

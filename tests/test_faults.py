@@ -211,3 +211,118 @@ def test_signal_stops_training_saves_and_leaves_no_process(tmp_path, sig, env_pr
     folder = run_dir(str(tmp_path), "one_step_matrix_game", "qmix_env=8_adam_td_lambda", 1)
     assert read_json(folder, "run.json")["status"] == "INTERRUPTED"
     assert f"{sig.name} received: stopping at t_env {steps[1]}" in output
+
+
+# --- stop signals to the process group, a killed forkserver, a killed main process with a hung worker ----------
+
+def start_training(tmp_path, *extra: str) -> tuple:
+    """main.py on 3m in a session of its own (so the test can signal its whole process group), with 4 env
+    workers (collecting takes most of its time, as in a real run); returns (process, log path) once
+    training has begun."""
+    log_path = tmp_path / "stderr.txt"
+    argv = [sys.executable, MAIN, "--config=qmix", "--env-config=sc2", "with", "env_args.map_name=3m",
+            f"local_results_path={tmp_path}", "batch_size_run=4", "env_processes=workers", "test_interval=100000",
+            "log_interval=100000", "save_model=True", "save_model_interval=100000000", "use_cuda=False",
+            "rnn_hidden_dim=8", "mixing_embed_dim=8", "hypernet_embed=8", "buffer_size=16", "batch_size=4", *extra]
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while "Beginning training" not in log_path.read_text() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)
+    return proc, log_path
+
+
+def forkserver_of(pid: int) -> psutil.Process:
+    return next(child for child in psutil.Process(pid).children() if "forkserver" in " ".join(child.cmdline()))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_to_the_process_group_saves_and_stops_cleanly(tmp_path, sig):
+    """What systemd, Slurm's scancel or Ctrl-C in a terminal do: every process of the group gets the signal."""
+    proc, log_path = start_training(tmp_path, "t_max=10000000")
+    try:
+        descendants = [child.pid for child in psutil.Process(proc.pid).children(recursive=True)]
+        assert len(descendants) >= 5  # the forkserver and 4 workers (and the resource tracker)
+        os.killpg(proc.pid, sig)
+        assert proc.wait(timeout=60) == 128 + sig
+    finally:
+        proc.kill()
+    output = log_path.read_text()
+    assert "restarted" not in output and "failures in a row" not in output  # the workers outlived the signal
+    assert output.strip().splitlines()[-1] == f"main.py: interrupted by {sig.name}"
+    assert wait_gone(descendants, 5) == []
+    (token,) = os.listdir(tmp_path / "models")
+    final = max(int(step) for step in os.listdir(tmp_path / "models" / token))
+    assert f"{sig.name} received: stopping at t_env {final}" in output  # the final checkpoint is of the stop
+    assert (tmp_path / "models" / token / str(final) / "checksums.json").exists()
+    folder = run_dir(str(tmp_path), "3m", "qmix_env=8_adam_td_lambda", 1)
+    assert read_json(folder, "run.json")["status"] == "INTERRUPTED"
+
+
+def test_losing_the_forkserver_costs_one_restart_of_all_workers(tmp_path):
+    """The OOM killer may pick the forkserver: its workers die with it; that is one failure, not four."""
+    proc, log_path = start_training(tmp_path, "t_max=3000", "env_worker_max_failures=2")
+    try:
+        forkserver_of(proc.pid).kill()
+        assert proc.wait(timeout=120) == 0
+    finally:
+        proc.kill()
+    output = log_path.read_text()
+    assert output.count("restarted it with seed") == 4 and "failures in a row" not in output
+    folder = run_dir(str(tmp_path), "3m", "qmix_env=8_adam_td_lambda", 1)
+    assert read_json(folder, "run.json")["status"] == "COMPLETED"
+    assert read_json(folder, "info.json")["env_worker_restarts"][-1] == 4
+
+
+HUNG_WORKER_SCRIPT = """
+import sys, time
+sys.path[:0] = [{src!r}, {tests!r}]
+from types import SimpleNamespace
+from envs import REGISTRY
+from fault_envs import FaultyCountdownEnv
+REGISTRY["faulty"] = FaultyCountdownEnv
+from runners.parallel_runner import EnvWorkers
+args = SimpleNamespace(env="faulty", env_args={{"seed": 0, "fault": "hang", "fault_step": 1}}, batch_size_run=2,
+                       env_processes="workers", env_worker_timeout=600)
+workers = EnvWorkers(args, None, 0)
+avail = workers.reset()[0].avail_actions
+workers._send(0, "step", [next(a for a, ok in enumerate(agent) if ok) for agent in avail])  # worker 0 hangs in step
+print(" ".join(str(w.pid) for w in workers.workers), flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("how", ["hangs", "stopped"])
+def test_a_killed_main_process_leaves_no_process_even_with_a_hung_worker(how):
+    script = HUNG_WORKER_SCRIPT.format(src=os.path.join(REPO, "src"), tests=os.path.dirname(__file__))
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(pid) for pid in proc.stdout.readline().split()]
+        time.sleep(0.5)
+        if how == "stopped":
+            os.kill(pids[1], signal.SIGSTOP)
+        descendants = [child.pid for child in psutil.Process(proc.pid).children(recursive=True)]
+        assert set(pids) <= set(descendants) and wait_gone(descendants, 0) == descendants
+        proc.kill()
+        proc.wait(timeout=10)
+        assert wait_gone(descendants, 10) == []  # workers, forkserver and resource tracker
+    finally:
+        proc.kill()
+
+
+def test_a_stop_signal_gives_up_on_a_hung_worker_within_seconds(capsys):
+    import threading
+    from utils.stop import StoppedWaiting, StopSignals
+    runner = make_runner(faulty_args(timeout_s=600, fault="hang", fault_step=2, fault_seeds=[BASE_SEED + 1]))
+    try:
+        with StopSignals():
+            threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+            start = time.monotonic()
+            with pytest.raises(StoppedWaiting, match="env worker 1 did not answer within 5 s of SIGINT"):
+                runner.run(test_mode=False)
+            assert time.monotonic() - start < 15
+    finally:
+        runner.close_env()
+    assert "SIGINT: waiting at most 5 s for env worker 1 (seed 5) to answer" in capsys.readouterr().out

@@ -136,6 +136,7 @@ def test_smac_run_names_its_engine(tmp_path, monkeypatch):
     proc = run_on_3m(tmp_path, monkeypatch, "t_max=50", "runner=episode", "batch_size_run=1", "test_nepisode=1",
                      "use_tensorboard=True")
     assert "SMAC engine: builtin" in proc.stderr
+    assert "no env_args.map_name given: playing 3m, the default of the env config" in proc.stderr
     config = read_json(run_dir(str(tmp_path), "3m", "qmix_env=8_adam_td_lambda", 1), "config.json")
     assert config["env_args"]["backend"] == "builtin"
     (token,) = os.listdir(tmp_path / "tb_logs")
@@ -171,7 +172,8 @@ def test_unique_tokens_name_the_run_and_never_repeat():
     tokens = {unique_token(config) for _ in range(20)}  # all within one second
     assert len(tokens) == 20 and all(re.fullmatch(r"qmix_builtin_bfloat16__\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d_[0-9a-f]{6}", t)
                                      for t in tokens)
-    assert unique_token({**config, "resume": True, "checkpoint_path": "results/models/qmix__old/"}) == "qmix__old"
+    assert unique_token({**config, "resume": True, "checkpoint_path": "results/models/qmix__old/", "load_step": 0}) \
+        == "qmix__old"
 
 
 def test_replays_of_parallel_envs_are_named_apart_and_listed(tmp_path, monkeypatch):

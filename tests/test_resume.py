@@ -1,5 +1,7 @@
 """Checkpoints and resume: atomic saves, damaged checkpoints, exact continuation, continuous curves."""
 import copy
+import errno
+import json
 import logging
 import os
 import random
@@ -91,8 +93,8 @@ def test_checkpoints_are_written_whole(stopped):
     loop, _ = stopped
     folder = os.path.join(loop.args.local_results_path, "models", "token")
     assert sorted(os.listdir(folder)) == ["1", "11", "21", "31"]  # no temporary folder left
-    assert sorted(os.listdir(os.path.join(folder, "31"))) == ["agent.th", "buffer.pt", "mixer.th", "opt.th",
-                                                                "target", "training_state.pt"]
+    assert sorted(os.listdir(os.path.join(folder, "31"))) == ["agent.th", "buffer.pt", "checksums.json", "mixer.th",
+                                                                "opt.th", "target", "training_state.pt"]
     state = checkpoint.load_file(os.path.join(folder, "31"), checkpoint.TRAINING_STATE)
     assert (state["runner"]["t_env"], state["episode"]) == (31, 31)
     assert state["files"] == ["agent.th", "mixer.th", "opt.th", "target/agent.th", "target/mixer.th", "buffer.pt"]
@@ -154,9 +156,9 @@ def test_damaged_newest_checkpoint_falls_back_with_a_warning(stopped, tmp_path, 
     with caplog.at_level(logging.WARNING):
         path, step, state = checkpoint.select(folder, 0, need_state=True, log=LOG)
     assert (path, step, state["runner"]["t_env"]) == (os.path.join(folder, "11"), 11, 11)
-    assert f"checkpoint {folder}/31 is damaged: opt.th cannot be read" in caplog.text
+    assert f"checkpoint {folder}/31 is damaged: opt.th does not match its checksum" in caplog.text
     assert f"checkpoint {folder}/21 is incomplete: target/mixer.th is missing" in caplog.text
-    with pytest.raises(checkpoint.CheckpointError, match=f"^checkpoint {folder}/31 is damaged: opt.th cannot be read"):
+    with pytest.raises(checkpoint.CheckpointError, match=f"^checkpoint {folder}/31 is damaged: opt.th does not match"):
         checkpoint.select(folder, 31, need_state=True, log=LOG)
     os.remove(os.path.join(folder, "11", checkpoint.TRAINING_STATE))
     os.remove(os.path.join(folder, "1", "agent.th"))
@@ -196,8 +198,10 @@ def test_nan_loss_stops_training_and_keeps_the_last_checkpoint(stopped):
 
 
 def test_resumed_run_continues_the_logged_curves(tmp_path):
-    """End to end: stop at t_max, resume from the checkpoint before the last one with a larger t_max;
-    info.json and TensorBoard continue from it (what the first run logged later is dropped)."""
+    """End to end: stop at t_max; resume from the checkpoint before the last one (load_step) with a larger
+    t_max: a new branch with its own unique_token, whose info.json and TensorBoard curves start with the
+    first run's up to the checkpoint (what the first run logged later stays in its own folders); then a
+    plain resume of the branch continues it in its folders."""
     common = ["--config=qmix", "--env-config=one_step_matrix_game", "with", "seed=3", f"local_results_path={tmp_path}",
               "batch_size_run=2", "test_interval=20", "test_nepisode=2", "log_interval=20", "runner_log_interval=20",
               "learner_log_interval=20", "use_tensorboard=True", "save_model=True", "save_model_interval=20",
@@ -210,8 +214,12 @@ def test_resumed_run_continues_the_logged_curves(tmp_path):
     assert second.returncode == 0, second.stderr[-3000:]
     assert "Resuming from " + str(tmp_path / "models" / token / "22") in second.stderr
     assert "the checkpoint has no replay buffer (save_buffer was off)" in second.stderr
-    assert os.listdir(tmp_path / "models") == [token]  # same unique_token: same models and tb_logs folders
-    assert sorted(int(step) for step in os.listdir(tmp_path / "models" / token)) == [2, 22, 42, 62, 82]
+    (branch,) = set(os.listdir(tmp_path / "models")) - {token}
+    assert f"the resumed run is a new branch, saved under models/{branch}" in second.stderr
+    assert sorted(int(step) for step in os.listdir(tmp_path / "models" / token)) == [2, 22, 42]  # untouched
+    assert sorted(int(step) for step in os.listdir(tmp_path / "models" / branch)) == [42, 62, 82]
+    config = read_json(run_dir(str(tmp_path), "one_step_matrix_game", "qmix_env=8_adam_td_lambda", 2), "config.json")
+    assert config["unique_token"] == branch
     info = read_json(run_dir(str(tmp_path), "one_step_matrix_game", "qmix_env=8_adam_td_lambda", 2), "info.json")
     assert info["test_return_mean_T"] == [2, 22, 42, 62, 82]
     for key in ("return_mean", "loss_td", "epsilon", "episode"):
@@ -223,7 +231,117 @@ def test_resumed_run_continues_the_logged_curves(tmp_path):
         assert upto > 0 and info[key][:upto] == first_info[key][:upto]
         assert info[f"{key}_T"][upto] > 22 and first_info[f"{key}_T"][-1] > 22
     assert info["episode"][-1] == info["episode_T"][-1]  # one env step per episode: the count went on
-    events = EventAccumulator(str(tmp_path / "tb_logs" / token))
-    events.Reload()
-    assert [s.step for s in events.Scalars("test_return_mean")] == [2, 22, 42, 62, 82]
+    for folder, steps in ((token, [2, 22, 42]), (branch, [2, 22, 42, 62, 82])):
+        events = EventAccumulator(str(tmp_path / "tb_logs" / folder))
+        events.Reload()
+        assert [s.step for s in events.Scalars("test_return_mean")] == steps
     assert [s.step for s in events.Scalars("epsilon")] == info["epsilon_T"]
+
+    third = run_main(*common, "t_max=100", f"checkpoint_path={tmp_path / 'models' / branch}", "resume=True")
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert sorted(os.listdir(tmp_path / "models")) == sorted([token, branch])  # the newest: no new branch
+    assert sorted(int(step) for step in os.listdir(tmp_path / "models" / branch)) == [42, 62, 82, 102]
+
+
+def flip_bytes(path: str, count: int = 64) -> None:
+    """Invert `count` bytes in the middle of a file, as bit rot would (the file still unpickles)."""
+    with open(path, "r+b") as f:
+        f.seek(os.path.getsize(path) // 2)
+        data = f.read(count)
+        f.seek(-len(data), os.SEEK_CUR)
+        f.write(bytes(255 - b for b in data))
+
+
+@pytest.mark.parametrize("name", ["agent.th", "buffer.pt", "target/mixer.th", "training_state.pt"])
+def test_bit_rot_is_caught_by_the_checksums_and_the_previous_checkpoint_used(stopped, tmp_path, caplog, name):
+    folder = str(tmp_path / "token")
+    shutil.copytree(os.path.join(stopped[0].args.local_results_path, "models", "token"), folder)
+    flip_bytes(os.path.join(folder, "31", name))
+    with caplog.at_level(logging.WARNING):
+        path, step, _ = checkpoint.select(folder, 0, need_state=True, log=LOG)
+    assert step == 21
+    assert f"checkpoint {folder}/31 is damaged: {name} does not match its checksum" in caplog.text
+
+
+def test_models_only_checkpoints_are_read_whole(tmp_path):
+    """PyMARL2's checkpoints (no training state, no checksums): every .th file must load."""
+    folder = tmp_path / "100"
+    folder.mkdir()
+    for name in ("agent.th", "opt.th"):
+        th.save({"w": th.zeros(2)}, folder / name)
+    (folder / "mixer.th").write_bytes(b"PK\x03\x04 not a zip")
+    with pytest.raises(checkpoint.CheckpointError, match=f"checkpoint {folder} is damaged: mixer.th cannot be read"):
+        checkpoint.verify(str(folder), need_state=False)
+
+
+def test_a_failed_write_leaves_nothing_and_stale_temporaries_are_removed(tmp_path):
+    parent = tmp_path / "models" / "token"
+    stale = parent / ".40.tmp-999999999"  # left by a process that died while saving
+    stale.mkdir(parents=True)
+    checkpoint.write_atomically(str(parent / "10"), lambda folder: th.save({"w": 1}, os.path.join(folder, "a.th")))
+    assert sorted(os.listdir(parent)) == ["10"]
+    assert json.load(open(parent / "10" / checkpoint.CHECKSUMS)).keys() == {"a.th"}
+
+    def disk_full(folder):
+        with open(os.path.join(folder, "a.th"), "wb") as f:
+            f.write(b"partial")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with pytest.raises(checkpoint.CheckpointWriteError, match=r"could not write checkpoint .*/20 \(No space left on "
+                                                              r"device: .* MB free\); nothing of it was kept"):
+        checkpoint.write_atomically(str(parent / "20"), disk_full)
+    assert sorted(os.listdir(parent)) == ["10"]
+
+
+@pytest.mark.parametrize("signals", [1, 2])
+def test_a_signal_during_the_final_save_lets_it_finish_and_a_second_rolls_it_back(tmp_path, signals):
+    """One stop signal while the end-of-training checkpoint is written: it is completed, then the run stops
+    as interrupted. A second one aborts the write: nothing of it is left, the earlier checkpoints stay."""
+    import signal as signals_module
+    from run.run import TrainingInterrupted
+    loop = make_loop(make_args(str(tmp_path), t_max=25, save_model_interval=10))
+    write = loop._write_checkpoint
+
+    def write_with_signals(folder):
+        if loop.runner.t_env > loop.args.t_max:  # the final save
+            for _ in range(signals):
+                os.kill(os.getpid(), signals_module.SIGTERM)
+        write(folder)
+
+    loop._write_checkpoint = write_with_signals
+    try:
+        with pytest.raises(TrainingInterrupted if signals == 1 else KeyboardInterrupt):
+            loop.run()
+    finally:
+        loop.runner.close_env()
+    folder = os.path.join(str(tmp_path), "models", "token")
+    steps = sorted(int(step) for step in os.listdir(folder) if step.isdigit())
+    assert [name for name in os.listdir(folder) if not name.isdigit()] == []  # no temporary folder left
+    assert steps == ([1, 11, 21, 26] if signals == 1 else [1, 11, 21])
+    checkpoint.select(folder, 0, need_state=True, log=LOG)  # the newest is whole
+
+
+def test_a_stop_that_gives_up_on_a_hung_worker_still_saves_the_last_whole_iteration(tmp_path):
+    """The runner raises StoppedWaiting after a stop signal when a worker hangs: the unfinished batch is
+    dropped, and the final checkpoint holds the state after the last complete iteration."""
+    import signal as signals_module
+    from run.run import TrainingInterrupted
+    from utils.stop import StoppedWaiting
+    loop = make_loop(make_args(str(tmp_path), t_max=1000, save_model_interval=1000))
+    collect = loop.collect
+
+    def collect_then_hang():
+        if loop.runner.t_env >= 5:
+            os.kill(os.getpid(), signals_module.SIGINT)
+            raise StoppedWaiting("env worker 0 did not answer within 5 s of SIGINT")
+        collect()
+
+    loop.collect = collect_then_hang
+    try:
+        with pytest.raises(TrainingInterrupted):
+            loop.run()
+    finally:
+        loop.runner.close_env()
+    folder = os.path.join(str(tmp_path), "models", "token")
+    state = checkpoint.verify(os.path.join(folder, "5"), need_state=True)
+    assert (state["runner"]["t_env"], state["episode"]) == (5, 5)

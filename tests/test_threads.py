@@ -72,4 +72,4 @@ def test_bad_learner_threads_is_one_line(tmp_path):
     result = run_main("--config=qmix", "--env-config=null", "with", "learner_threads=-2",
                       f"local_results_path={tmp_path}", timeout=120)
     assert result.returncode != 0
-    assert "learner_threads=-2 must be 0 (torch's count, or tuned with tune_learner_threads=True) or a thread count" in result.stderr
+    assert "learner_threads=-2 must be at least 0" in result.stderr

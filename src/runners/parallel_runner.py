@@ -10,16 +10,19 @@ env needs isolation: a game process that may crash or hang (real StarCraft II).
 
 In worker mode each worker owns one env and answers commands sent through a multiprocessing
 Pipe: (command, data) -> ("ok", result) or ("error", traceback). Workers are started with the
-"forkserver" method (fork is unsafe once torch threads exist): the server process imports
-this module once and forks every worker from it, which is much cheaper than "spawn".
+"forkserver" method (fork is unsafe once torch threads exist): a server process, started with the
+first worker, imports this module once and forks every worker from it, much cheaper than "spawn". Stop signals sent to the whole process group reach neither the
+server nor the workers (the parent stops the run, saves and closes them); when the parent dies,
+however it dies, the server exits and the kernel kills every worker with it, hung ones included.
 
 Faults (workers only): the parent never waits on a Pipe for longer than env_worker_timeout
 seconds. A worker that died or stopped answering is killed (with any process it started, e.g. a
 game) and started again with a fresh seed, and the unfinished episode batch is played again
 from the start; after env_worker_max_failures such failures in a row the run stops. An env that
 raises an exception is a bug, not a fault: its traceback is raised in the parent at once.
-Workers exit by themselves when the parent process dies.
+Workers that one cause took down together (the server killed) are restarted as one failure.
 """
+import contextlib
 import ctypes
 import multiprocessing as mp
 import os
@@ -27,7 +30,7 @@ import signal
 import sys
 import time
 import traceback
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import psutil
@@ -37,6 +40,7 @@ from components.episode_buffer import EpisodeBatch
 from envs.starcraft.backend import select_backend
 from runners.runner_base import (BatchRunner, InProcessEnvs, env_factory, env_kwargs, env_seed, env_seeds, reset_env,
                                  step_env)
+from utils.stop import StoppedWaiting, stop_requested
 
 _START_METHOD = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
 _CLOSE_TIMEOUT_S = 5
@@ -46,7 +50,11 @@ DEFAULT_MAX_FAILURES = 3
 # A new worker imports the main module and builds its env (a game may take long to launch): its
 # first answer may take this long even when env_worker_timeout is shorter.
 _START_TIMEOUT_S = 60.0
+# After a stop signal, a worker that has not answered yet gets this long before the wait is given up.
+STOP_GRACE_S = 5.0
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_SRC_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 ENV_PROCESSES = ("auto", "main", "workers")
 # Envs whose step costs microseconds, that draw from their own seeded generators only and start
@@ -103,12 +111,34 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))  # libc's prctl, already loaded
 
 
+def _release_forkserver() -> None:
+    """Close this worker's copy of the forkserver's liveness pipe, which multiprocessing hands every
+    process it forks. The forkserver exits once the main process is gone and no one else holds the
+    pipe: with the workers holding it, a worker hung in env.step (or stopped) would keep the
+    forkserver, and so itself, alive forever after the main process was killed."""
+    from multiprocessing import forkserver
+    server = forkserver._forkserver
+    if getattr(server, "_forkserver_alive_fd", None) is not None:
+        os.close(server._forkserver_alive_fd)
+        server._forkserver_alive_fd = None
+
+
+def _ignore(_signum, _frame) -> None:
+    pass
+
+
 def env_worker(conn, env_fn: Callable, env_args: dict) -> None:
     """Worker process main: build the env, then serve commands until "close", the first error,
     or the end of the parent process."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is handled by the parent, which closes us
+    for sig in _STOP_SIGNALS:
+        # A stop signal sent to the whole process group (Ctrl+C, systemd, Slurm) is the parent's to
+        # handle: it saves and then closes us; only SIGKILL ends a worker otherwise. A handler that does
+        # nothing, not SIG_IGN, which a process the env starts (a game) would inherit.
+        signal.signal(sig, _ignore)
     parent = os.getppid()
     _die_with_parent()
+    if _START_METHOD == "forkserver":
+        _release_forkserver()
     th.set_num_threads(1)
     try:
         env = env_fn(**env_args)
@@ -141,9 +171,26 @@ def _send_quietly(conn, message: tuple) -> None:
 def _mp_context():
     ctx = mp.get_context(_START_METHOD)
     if _START_METHOD == "forkserver":
-        # Preloading also hands the parent's sys.path (src/, test helpers) to the server.
-        ctx.set_forkserver_preload([__name__])
+        # The server imports these when it starts: forkserver_signals makes it ignore stop signals sent
+        # to the whole process group; this module (with torch) makes every worker start ready-made.
+        ctx.set_forkserver_preload(["runners.forkserver_signals", __name__])
     return ctx
+
+
+@contextlib.contextmanager
+def _src_importable() -> Iterator[None]:
+    """PYTHONPATH names marlkit's src/ for the body, so that a forkserver started meanwhile (with the
+    first worker) can import its preload modules; multiprocessing does not hand it this process's
+    sys.path, and silently skips a preload module it cannot import."""
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([_SRC_DIR, *([old] if old else [])])
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = old
 
 
 def _kill_process_tree(process) -> None:
@@ -190,6 +237,7 @@ class EnvWorkers:
         self.workers = [None] * self.n_envs
         self.waiting = set()  # workers sent a command whose answer has not been read yet
         self.starting = set()  # workers that have not answered yet since they were started
+        self._told_stopping = set()  # workers whose wait after a stop signal was announced
         for i in range(self.n_envs):
             self._start_worker(i)
 
@@ -198,15 +246,21 @@ class EnvWorkers:
         worker = self._ctx.Process(target=env_worker, daemon=True,
                                    args=(worker_conn, self._env_fn,
                                          env_kwargs(self.args.env_args, self.seeds[i], i, self.n_envs)))
-        worker.start()
+        with _src_importable():
+            worker.start()
         worker_conn.close()  # only the worker holds its end now, so its death reads as EOF here
         self.conns[i] = parent_conn
         self.workers[i] = worker
         self.starting.add(i)
 
     def recover(self, fault: EnvWorkerFault, t_env: int) -> None:
-        """Restart the failed worker, then read the answers still due, so every Pipe is in step again."""
+        """Restart the failed worker and every other one found dead, then read the answers still due,
+        so every Pipe is in step again: one failure, however many workers one cause took (the
+        forkserver's death, a signal to the process group)."""
         self._restart_worker(fault.index, str(fault), t_env)
+        for i, worker in enumerate(self.workers):
+            if i != fault.index and not worker.is_alive():
+                self._restart_worker(i, f"env worker {i} exited too (exit code {worker.exitcode})", t_env)
         for i in sorted(self.waiting):
             try:
                 self._recv(i)
@@ -245,6 +299,7 @@ class EnvWorkers:
             if time.monotonic() >= deadline:
                 raise EnvWorkerFault(i, f"did not answer within {timeout_s:g} s (env_worker_timeout="
                                         f"{self.timeout_s:g}, {_START_TIMEOUT_S:g} s at start-up)")
+            self._give_up_if_stopping(i)
         try:
             status, result = conn.recv()
         except (EOFError, OSError):
@@ -255,6 +310,20 @@ class EnvWorkers:
         if status == "error":
             raise RuntimeError(f"env worker {i} (seed {self.seeds[i]}) failed; its traceback:\n{result}")
         return result
+
+    def _give_up_if_stopping(self, i: int) -> None:
+        """Once a stop signal came, wait at most STOP_GRACE_S for worker i (saying so), then raise
+        StoppedWaiting: a hung worker must not hold up the stop for env_worker_timeout."""
+        request = stop_requested()
+        if request is None:
+            return
+        name, since = request
+        if i not in self._told_stopping:
+            self._told_stopping.add(i)
+            self.logger.console_logger.warning(f"{name}: waiting at most {STOP_GRACE_S:g} s for env worker {i} "
+                                               f"(seed {self.seeds[i]}) to answer before stopping without it")
+        if time.monotonic() - since >= STOP_GRACE_S:
+            raise StoppedWaiting(f"env worker {i} did not answer within {STOP_GRACE_S:g} s of {name}")
 
     def _broadcast(self, command: str) -> list:
         """Send `command` to every worker first, then collect the answers, so the envs work concurrently."""

@@ -56,20 +56,65 @@ UNPORTED_KEYS["accumulated_episodes"] = (
     "for good")
 
 
-# Kinds of keys whose default (null) does not tell.
-_KEY_KINDS = {"seed": int}
+# Kinds of keys whose default does not tell (null, or absent from default.yaml).
+_KEY_KINDS = {"seed": int, "name": str}
+
+# The meaningful range of numeric settings: key -> (lowest, highest); None = unbounded. Checked on the
+# merged config (YAML files and command line) before the run starts.
+RANGES = {
+    **{key: (1, None) for key in (
+        "t_max", "batch_size_run", "batch_size", "buffer_size", "test_nepisode", "test_interval", "log_interval",
+        "runner_log_interval", "learner_log_interval", "save_model_interval", "target_update_interval",
+        "env_worker_max_failures", "rnn_hidden_dim", "mixing_embed_dim", "hypernet_embed", "epsilon_anneal_time")},
+    **{key: (0.0, 1.0) for key in ("gamma", "td_lambda", "epsilon_start", "epsilon_finish", "test_noise",
+                                   "per_beta", "optim_alpha")},
+    **{key: (0, None) for key in ("load_step", "learner_threads", "weight_decay", "per_alpha")},
+    "seed": (0, 2 ** 32 - 1),  # numpy's seed range
+}
+# Settings that must be above 0 (and, for learning rates, at most 1: beyond that a step overshoots).
+ABOVE_ZERO = {"lr": 1.0, "critic_lr": 1.0, "grad_norm_clip": None, "optim_eps": None, "env_worker_timeout": None,
+              "qmix_pos_func_beta": None}
 
 
 class UsageError(Exception):
-    """A command line mistake: reported as one line and exit code 2, without a traceback."""
+    """A command line or config file mistake: reported as one line and exit code 2, without a traceback."""
 
 
 def normalise_overrides(tokens: list, config: dict, env_kinds: dict | None) -> list:
     """The `with` tokens checked against `config` (the merged YAML configs) and, where a value needs
-    converting, rewritten; tokens without '=' (sacred's named configs) pass unchanged. `env_kinds`
-    maps the env's constructor arguments to their kinds (env_arg_kinds); None = any argument.
-    Raises UsageError for an unknown key or a value of the wrong kind."""
-    return [_normalise_token(token, config, env_kinds) if "=" in token else token for token in tokens]
+    converting, rewritten. `env_kinds` maps the env's constructor arguments to their kinds
+    (env_arg_kinds); None = any argument. Raises UsageError for a token that is not KEY=VALUE
+    (marlkit has no sacred named configs), an unknown key or a value of the wrong kind."""
+    for i, token in enumerate(tokens):
+        if "=" not in token:
+            following = tokens[i + 1] if i + 1 < len(tokens) and "=" not in tokens[i + 1] else "VALUE"
+            raise UsageError(f"'{token}' after `with` is not KEY=VALUE (marlkit has no named configs); "
+                             f"did you mean {token}={following}?")
+    return [_normalise_token(token, config, env_kinds) for token in tokens]
+
+
+def normalise_file(layer: dict, base: dict, env_kinds: dict | None, path: str) -> dict:
+    """A config file's keys and values checked against `base` (the files merged before it) as the
+    command line is, and converted; UsageError naming `path` for an unknown key or a wrong kind."""
+    if not isinstance(layer, collections.abc.Mapping):
+        raise UsageError(f"{path} must map config keys to values, but holds a {type(layer).__name__}")
+    return _check(layer, base, "", env_kinds, {}, source=path)[0]
+
+
+def range_error(config: dict) -> str | None:
+    """The first setting of `config` outside its meaningful range (RANGES, ABOVE_ZERO), as one line."""
+    for key, (low, high) in RANGES.items():
+        value = config.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and \
+                ((low is not None and value < low) or (high is not None and value > high)):
+            bounds = f"within [{low}, {high}]" if high is not None else f"at least {low}"
+            return f"{key}={value} must be {bounds}"
+    for key, high in ABOVE_ZERO.items():
+        value = config.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and \
+                not (0 < value and (high is None or value <= high)):
+            return f"{key}={value} must be above 0" + (f" and at most {high}" if high is not None else "")
+    return None
 
 
 def _normalise_token(token: str, config: dict, env_kinds: dict | None) -> str:
@@ -85,44 +130,51 @@ def _normalise_token(token: str, config: dict, env_kinds: dict | None) -> str:
     return f"{path}={value!r}"
 
 
-def _check(updates: dict, config: dict, where: str, env_kinds: dict | None,
-           typed: dict) -> tuple[dict, bool]:
+def _check(updates: dict, config: dict, where: str, env_kinds: dict | None, typed: dict,
+           source: str | None = None) -> tuple[dict, bool]:
     """(updates with converted values, whether any changed); UsageError for unknown keys and wrong
-    kinds. `typed` maps a dotted key to the text typed for it."""
+    kinds. `typed` maps a dotted key to the text typed for it; `source` names the config file the
+    updates come from (None: the command line)."""
     in_env_args = where == "env_args."
-    known = set(config) | (set(env_kinds or ()) if in_env_args else {"seed"})
+    known = set(config) | (set(env_kinds or ()) if in_env_args else set(_KEY_KINDS))
     checked, changed = {}, False
     for key, value in updates.items():
         name = where + key
         if key not in known and not (in_env_args and env_kinds is None):
-            raise UsageError(_unknown_key_message(name, value, known, where))
+            raise UsageError(_unknown_key_message(name, value, known, where, source))
         default = config.get(key)
         if isinstance(value, collections.abc.Mapping) and isinstance(default, collections.abc.Mapping):
-            checked[key], key_changed = _check(value, default, f"{name}.", env_kinds, typed)
+            checked[key], key_changed = _check(value, default, f"{name}.", env_kinds, typed, source)
         else:
             kind = _KEY_KINDS.get(name) or (env_kinds.get(key) if in_env_args and env_kinds else None)
-            checked[key] = convert(name, value, default, typed.get(name), kind)
+            try:
+                checked[key] = convert(name, value, default, typed.get(name), kind)
+            except UsageError as error:
+                raise UsageError(f"{error} (in {source})" if source else str(error)) from None
             key_changed = type(checked[key]) is not type(value) or checked[key] != value
         changed = changed or key_changed
     return checked, changed
 
 
-def _unknown_key_message(name: str, value: Any, known: set, where: str) -> str:
+def _unknown_key_message(name: str, value: Any, known: set, where: str, source: str | None) -> str:
     key = name[len(where):]
+    context = f"in {source}" if source else f"(with {name}={value!r})"
     if not where and key in UNPORTED_KEYS:
-        return f"unknown config key '{name}' (with {name}={value!r}): {UNPORTED_KEYS[key]}"
+        return f"unknown config key '{name}' {context}: {UNPORTED_KEYS[key]}"
     close = difflib.get_close_matches(key, sorted(known), n=1)
     hint = (f"did you mean '{where}{close[0]}'?" if close
             else "the known keys are in src/config/ (default.yaml, envs/, algs/)")
-    return f"unknown config key '{name}' (with {name}={value!r}); {hint}"
+    if source and not where:
+        hint += " (new keys are declared in src/config/default.yaml)"
+    return f"unknown config key '{name}' {context}; {hint}"
 
 
 def convert(name: str, value: Any, default: Any, raw: str | None = None, kind: type | None = None) -> Any:
     """`value` as the kind of setting `name` is (`kind`, else the type of `default`; anything when
-    both are missing), or UsageError. `raw` is the text typed, kept as the value of a string setting
-    given a number."""
+    both are missing; null where the default is null, and for string settings), or UsageError. `raw`
+    is the text typed, kept as the value of a string setting given a number."""
     kind = kind or (None if default is None else type(default))
-    if kind is None or (kind is str and value is None):
+    if kind is None or (value is None and (default is None or kind is str)):
         return value
     if kind is bool or isinstance(value, bool):
         if kind is bool and isinstance(value, bool):
@@ -139,8 +191,19 @@ def convert(name: str, value: Any, default: Any, raw: str | None = None, kind: t
             return raw if raw is not None else str(value)
     elif isinstance(value, kind) or (kind in (list, tuple) and isinstance(value, (list, tuple))):
         return value
+    hint = ""
+    if kind is float and isinstance(value, str) and _is_number(value):
+        hint = f"; YAML reads {value} (no decimal point) as text: write it with one, e.g. {float(value)!r}"
     raise UsageError(f"{name}={value!r} has the wrong type: expected {kind.__name__} like the default {default!r}, "
-                     f"got {type(value).__name__}")
+                     f"got {type(value).__name__}{hint}")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def annotation_kind(annotation: Any) -> type | None:

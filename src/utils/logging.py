@@ -52,12 +52,16 @@ class Logger:
         """The stats logged to sacred so far, as plain lists (saved in checkpoints)."""
         return {key: list(values) for key, values in (self.sacred_info or {}).items()}
 
-    def restore_sacred_info(self, info: dict) -> None:
-        """Start this run's info.json with the curves of the run it resumes (no-op without sacred)."""
-        if not self.use_sacred:
-            return
-        for key, values in info.items():
-            self.sacred_info[key] = list(values)
+    def restore_sacred_info(self, info: dict, to_tensorboard: bool = False) -> None:
+        """Start this run's info.json with the curves of the run it resumes and, with `to_tensorboard`
+        (a resumed run in a TensorBoard folder of its own, a branch), its TensorBoard events too."""
+        if self.use_sacred:
+            for key, values in info.items():
+                self.sacred_info[key] = list(values)
+        if to_tensorboard and self.use_tb:
+            for key, values in info.items():
+                for value, t in zip(values, info.get(f"{key}_T", [])) if not key.endswith("_T") else ():
+                    self.tb_writer.add_scalar(key, value, t)
 
     def log_stat(self, key: str, value: Any, t: int, to_sacred: bool = True) -> None:
         value = _plain_number(value)
