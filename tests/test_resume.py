@@ -136,6 +136,16 @@ def test_resume_restores_the_state_at_the_stop(stopped):
         b.runner.close_env()
 
 
+def test_resume_removes_what_a_process_that_died_while_saving_left(stopped, caplog):
+    folder = os.path.join(stopped[0].args.local_results_path, "models", "token")
+    os.makedirs(os.path.join(folder, ".41.tmp-999999999"))  # a power loss while saving t_env 41
+    with caplog.at_level(logging.WARNING):
+        b, _ = resumed_loop(stopped[0])
+    b.runner.close_env()
+    assert sorted(os.listdir(folder)) == ["1", "11", "21", "31"]
+    assert "removed .41.tmp-999999999, a checkpoint that a process which died while saving left unfinished" in caplog.text
+
+
 def test_resume_with_save_buffer_off_does_not_load_the_buffer(stopped, caplog):
     with caplog.at_level(logging.WARNING):
         b, _ = resumed_loop(stopped[0], save_buffer=False)

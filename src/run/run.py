@@ -77,6 +77,8 @@ def select_resume_checkpoint(args: SimpleNamespace, _log) -> ResumePoint:
     """The complete checkpoint under args.checkpoint_path to resume from (see checkpoint.select)."""
     folder, step, state = checkpoint.select(args.checkpoint_path, args.load_step, need_state=True, log=_log)
     _log.info(f"Resuming from {folder} (t_env {step}, episode {state['episode']})")
+    for stale in checkpoint.remove_stale_temporaries(args.checkpoint_path):
+        _log.warning(f"removed {stale}, a checkpoint that a process which died while saving left unfinished")
     if os.path.basename(os.path.normpath(args.checkpoint_path)) != args.unique_token:
         _log.warning(f"load_step={args.load_step} picks a checkpoint older than the newest in {args.checkpoint_path}: "
                      f"the resumed run is a new branch, saved under models/{args.unique_token}")
