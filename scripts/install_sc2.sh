@@ -6,12 +6,23 @@
 #   are only downloaded when missing. Downloading the game means accepting Blizzard's AI and
 #   Machine Learning License (https://blzdistsc2-a.akamaihd.net/AI_AND_MACHINE_LEARNING_LICENSE.html);
 #   the archive password 'iagreetotheeula' is that acceptance.
+#
+# Every map of marlkit's registry (src/envs/starcraft/maps.py) is checked at the end. The maps pack
+# of SMAC's first release lacks maps added later (1c3s5z): those are fetched one by one from SMAC's
+# repository; if any map is still missing the script names it and exits with status 1.
+# Download locations can be changed through SC2_GAME_URL, SMAC_MAPS_ZIP_URL and SMAC_MAP_BASE_URL
+# (a folder URL holding <map>.SC2Map files), e.g. to point at a mirror.
 set -euo pipefail
 
-SC2_URL="http://blzdistsc2-a.akamaihd.net/Linux/SC2.4.10.zip"
+SC2_URL="${SC2_GAME_URL:-http://blzdistsc2-a.akamaihd.net/Linux/SC2.4.10.zip}"
 SC2_ZIP_PASSWORD="iagreetotheeula"
-MAPS_URL="https://github.com/oxwhirl/smac/releases/download/v0.1-beta1/SMAC_Maps.zip"
-CHECK_MAP="3m.SC2Map"  # present once the SMAC maps are unpacked
+MAPS_URL="${SMAC_MAPS_ZIP_URL:-https://github.com/oxwhirl/smac/releases/download/v0.1-beta1/SMAC_Maps.zip}"
+MAP_BASE_URL="${SMAC_MAP_BASE_URL:-https://raw.githubusercontent.com/oxwhirl/smac/master/smac/env/starcraft2/maps/SMAC_Maps}"
+CHECK_MAP="3m.SC2Map"  # present once the SMAC maps pack is unpacked
+# The 23 maps of src/envs/starcraft/maps.py (tests/test_sc2_install.py keeps the two lists equal).
+SMAC_MAPS=(3m 8m 25m 5m_vs_6m 8m_vs_9m 10m_vs_11m 27m_vs_30m MMM MMM2 2s3z 3s5z 3s5z_vs_3s6z 3s_vs_3z
+           3s_vs_4z 3s_vs_5z 1c3s5z 2m_vs_1z corridor 6h_vs_8z 2s_vs_1sc so_many_baneling bane_vs_bane
+           2c_vs_64zg)
 
 die() {
     echo "install_sc2.sh: $*" >&2
@@ -34,8 +45,49 @@ download() {
     fi
 }
 
+# fetch URL FILE: like download, but returns non-zero instead of exiting when it fails.
+fetch() {
+    if command -v curl >/dev/null 2>&1; then
+        curl --fail --silent --show-error --location --retry 3 --output "$2" "$1"
+    elif command -v wget >/dev/null 2>&1; then
+        wget --quiet --tries=3 --output-document="$2" "$1"
+    else
+        die "'curl' or 'wget' is required to download $1"
+    fi
+}
+
 has_game() {
     compgen -G "$1/Versions/Base*" >/dev/null
+}
+
+# is_map FILE: FILE is a StarCraft II map (an MPQ archive), not missing, empty or an error page.
+is_map() {
+    [ -f "$1" ] && [ "$(head -c 3 "$1" | tr -d '\000')" = "MPQ" ]
+}
+
+# missing_maps DIR: the names of the registry's maps that DIR/Maps/SMAC_Maps lacks, one per line.
+missing_maps() {
+    local name
+    for name in "${SMAC_MAPS[@]}"; do
+        is_map "$1/Maps/SMAC_Maps/$name.SC2Map" || echo "$name"
+    done
+}
+
+# fetch_missing_maps TARGET: download each missing map from SMAC's repository; failures are
+# reported by the final check.
+fetch_missing_maps() {
+    local target=$1 name part
+    mkdir -p "$target/Maps/SMAC_Maps"
+    for name in $(missing_maps "$target"); do
+        echo "Fetching $name.SC2Map from $MAP_BASE_URL"
+        part="$target/Maps/SMAC_Maps/.$name.SC2Map.part"
+        if fetch "$MAP_BASE_URL/$name.SC2Map" "$part" && is_map "$part"; then
+            mv "$part" "$target/Maps/SMAC_Maps/$name.SC2Map"
+        else
+            rm -f "$part"
+            echo "install_sc2.sh: could not fetch $MAP_BASE_URL/$name.SC2Map" >&2
+        fi
+    done
 }
 
 install_game() {  # install_game TARGET STAGING
@@ -92,15 +144,24 @@ main() {
         [ -n "$STAGING" ] || make_staging "$target"
         install_game "$target" "$STAGING"
     fi
-    if [ -f "$target/Maps/SMAC_Maps/$CHECK_MAP" ]; then
+    if [ -z "$(missing_maps "$target")" ]; then
         echo "SMAC maps already installed in $target/Maps/SMAC_Maps"
     else
-        [ -n "$STAGING" ] || make_staging "$target"
-        install_maps "$target" "$STAGING"
+        if ! is_map "$target/Maps/SMAC_Maps/$CHECK_MAP"; then
+            [ -n "$STAGING" ] || make_staging "$target"
+            install_maps "$target" "$STAGING"
+        fi
+        fetch_missing_maps "$target"
     fi
 
     has_game "$target" || die "no game build under $target/Versions after installing"
-    echo "StarCraft II and the SMAC maps are in $target. Add this line to your shell profile:"
+    local missing
+    missing=$(missing_maps "$target" | tr '\n' ' ')
+    if [ -n "$missing" ]; then
+        die "$(wc -w <<<"$missing" | tr -d ' ') of ${#SMAC_MAPS[@]} SMAC maps missing from $target/Maps/SMAC_Maps: ${missing% }" \
+            "(could not fetch them from $MAP_BASE_URL); backend=auto plays these maps on the built-in simulator"
+    fi
+    echo "StarCraft II and all ${#SMAC_MAPS[@]} SMAC maps are in $target. Add this line to your shell profile:"
     echo "export SC2PATH=\"$target\""
 }
 

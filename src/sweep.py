@@ -376,8 +376,7 @@ def execute_main(argv: list, main_py: str, threads: int, ship: bool) -> dict:
     """Run `python main.py argv` and return {returncode, log, archive}. With `ship`, the run writes
     into a temporary results folder whose contents come back as a .tar.gz (bytes) in `archive`.
     Self-contained (standard library only) so that Ray can run it on any worker."""
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
-               PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="python")
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     workdir = tempfile.mkdtemp(prefix="marlkit_run_") if ship else ""
     if ship:
         argv = [*argv, f"local_results_path={workdir}"]

@@ -5,16 +5,27 @@ object with the engine contract (reset/step/last_attacks, n_allies, n_enemies). 
 unit table is shown as raw units with tags, raw unit commands are turned back into the
 contract's order arrays, and the SMAC map trigger is imitated: armies appear over two game
 loops (allies first) after game creation and after every unit was killed.
+
+`StandInGame` adds a real game process to that: a small Python program started the way the engine
+starts StarCraft II (start_game_process), which records how it was started and the signals it got,
+so that tests can check that no game outlives its run.
 """
+import functools
+import json
+import os
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
-from pysc2.lib import protocol
-from s2clientprotocol import sc2api_pb2 as sc_pb
 
-from envs.starcraft.engine import ORDER_ATTACK, ORDER_HEAL, ORDER_MOVE, ORDER_STOP, BuiltinEngine, Units
+# The engine first: it makes s2clientprotocol importable under any protobuf implementation.
 from envs.starcraft.sc2_engine import (ABILITY_ATTACK, ABILITY_HEAL, ABILITY_MOVE, ABILITY_STOP,
-                                       ALLY_OWNER, ENEMY_OWNER, GameProcess)
+                                       ALLY_OWNER, ENEMY_OWNER, GameProcess, start_game_process)
+from envs.starcraft.engine import ORDER_ATTACK, ORDER_HEAL, ORDER_MOVE, ORDER_STOP, BuiltinEngine, Units
+from pysc2.lib import protocol, sc_process
+from s2clientprotocol import sc2api_pb2 as sc_pb
 
 _KIND_OF_ABILITY = {ABILITY_STOP: ORDER_STOP, ABILITY_MOVE: ORDER_MOVE, ABILITY_ATTACK: ORDER_ATTACK,
                     ABILITY_HEAL: ORDER_HEAL}
@@ -276,3 +287,103 @@ def fake_game_info(map_x: int = 32, map_y: int = 32) -> sc_pb.ResponseGameInfo:
     height[5, 30] = 255
     return encode_game_info(pathable, height, (0, 0, map_x, map_y))
 
+
+
+# ---- a stand-in game process ---------------------------------------------------------------------
+# Appends JSON lines to $STAND_IN_GAME_DIR/game_<pid>.jsonl: first how it was started (pid, parent,
+# session, process group, death signal, argv), then the name of every SIGINT/SIGTERM it receives.
+# SIGTERM (what pysc2's close sends) ends it; SIGINT does not, so a test sees whether one arrived.
+# With STAND_IN_GAME_HANDSHAKE set it prints "ready" once started. It exits by itself after
+# STAND_IN_GAME_LIFETIME seconds (default 600: a test that failed leaves nothing for long).
+STAND_IN_GAME = r"""
+import ctypes, json, os, signal, sys, time
+record = os.path.join(os.environ["STAND_IN_GAME_DIR"], f"game_{os.getpid()}.jsonl")
+def note(**entry):
+    with open(record, "a") as f:
+        f.write(json.dumps(entry) + "\n")
+def on_signal(signum, _frame):
+    note(signal=signal.Signals(signum).name)
+    if signum == signal.SIGTERM:
+        os._exit(0)
+signal.signal(signal.SIGINT, on_signal)
+signal.signal(signal.SIGTERM, on_signal)
+death_signal = ctypes.c_int(0)
+if sys.platform.startswith("linux"):
+    ctypes.CDLL(None).prctl(2, ctypes.byref(death_signal))  # PR_GET_PDEATHSIG
+note(pid=os.getpid(), ppid=os.getppid(), sid=os.getsid(0), pgid=os.getpgid(0),
+     death_signal=death_signal.value, argv=sys.argv[1:])
+if os.environ.get("STAND_IN_GAME_HANDSHAKE"):
+    print("ready", flush=True)
+deadline = time.monotonic() + float(os.environ.get("STAND_IN_GAME_LIFETIME", "600"))
+while time.monotonic() < deadline:
+    time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+"""
+
+
+def stand_in_game_binary(path: Path) -> Path:
+    """Write the stand-in game as an executable (e.g. <install>/Versions/Base75689/SC2_x64 for pysc2)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!{sys.executable} -I\n{STAND_IN_GAME}")
+    path.chmod(0o755)
+    return path
+
+
+def stand_in_games(record_dir) -> dict[int, list[dict]]:
+    """Every stand-in game that recorded into record_dir (or a folder below): pid -> its records
+    (start record first)."""
+    games = {}
+    for path in sorted(Path(record_dir).rglob("game_*.jsonl")):
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        games[records[0]["pid"]] = records
+    return games
+
+
+def end_stand_in_games(record_dir) -> list[int]:
+    """SIGKILL the stand-in games of record_dir still running (after a failed test); their pids."""
+    import psutil
+
+    killed = []
+    for pid in stand_in_games(record_dir):
+        try:
+            game = psutil.Process(pid)
+            if "STAND_IN_GAME_DIR" in game.environ() and game.status() != psutil.STATUS_ZOMBIE:
+                game.kill()
+                killed.append(pid)
+        except psutil.Error:
+            pass
+    return killed
+
+
+def signals_received(records: list[dict]) -> list[str]:
+    return [r["signal"] for r in records if "signal" in r]
+
+
+class StandInGame:
+    """SC2Engine's `launcher` with a real game process: each launch starts the stand-in game with
+    start_game_process (as launch_sc2 starts StarCraft II) and plays a FakeController over the
+    simulator next to it; closing ends the process as pysc2 does (SIGTERM, SIGKILL after 3 s).
+    `fail_on` names the controller method that fails in every launched game (e.g. "join_game")."""
+
+    def __init__(self, record_dir, map_name: str = "3m", seed: int = 0, fail_on: str | None = None):
+        self.record_dir = str(record_dir)
+        self.map_name, self.seed, self.fail_on = map_name, seed, fail_on
+        self.processes: list[subprocess.Popen] = []
+
+    def __call__(self) -> GameProcess:
+        env = dict(os.environ, STAND_IN_GAME_DIR=self.record_dir, STAND_IN_GAME_HANDSHAKE="1")
+        proc = start_game_process([sys.executable, "-I", "-c", STAND_IN_GAME], env=env, stdout=subprocess.PIPE)
+        ready = proc.stdout.readline()
+        proc.stdout.close()
+        if ready.strip() != b"ready":
+            proc.kill()
+            proc.wait()
+            raise RuntimeError(f"the stand-in game did not start (exit code {proc.returncode})")
+        self.processes.append(proc)
+        world = BuiltinEngine(self.map_name, self.seed)
+        controller = FakeController(world, world_game_info(world), fail_on=self.fail_on)
+        return GameProcess(controller, lambda path: b"map bytes", self._save_replay,
+                           functools.partial(sc_process._shutdown_proc, proc, 3))
+
+    @staticmethod
+    def _save_replay(data: bytes, replay_dir: str, prefix: str) -> str:
+        return os.path.join(replay_dir, f"{prefix}.SC2Replay")

@@ -3,25 +3,31 @@
 No game is needed: tests/sc2_fakes.py answers with real s2clientprotocol messages built from
 the built-in simulator's state, so the raw-unit round trip can be compared with the simulator.
 """
+import logging
 import os
 import shutil
-import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from pysc2 import maps as pysc2_maps
-from pysc2.lib import protocol
-from pysc2.lib.sc_process import SC2LaunchError
-from s2clientprotocol import common_pb2 as sc_common
-from s2clientprotocol import sc2api_pb2 as sc_pb
 
+# The engine before pysc2: it makes s2clientprotocol importable under any protobuf implementation.
 from envs.starcraft import sc2_engine as sc2_engine_module
-from envs.starcraft.backend import GameRestarted, make_engine, select_backend
-from envs.starcraft.engine import BuiltinEngine, Units
 from envs.starcraft.sc2_engine import (ABILITY_ATTACK, ABILITY_HEAL, ABILITY_MOVE, ABILITY_STOP,
                                        SC2Engine, decode_pathing_grid, decode_terrain_height, launch_sc2)
+from envs.starcraft import backend as backend_module
+from envs.starcraft.backend import (GameRestarted, installed_by_launcher, make_engine, sc2_install_dir,
+                                    select_backend)
+from envs.starcraft.engine import BuiltinEngine, Units
 from envs.starcraft.starcraft2 import StarCraft2Env
+from pysc2 import maps as pysc2_maps
+from pysc2 import run_configs
+from pysc2.lib import protocol
+from pysc2.lib.sc_process import SC2LaunchError
+from pysc2.run_configs import platforms as pysc2_platforms
+from s2clientprotocol import common_pb2 as sc_common
+from s2clientprotocol import sc2api_pb2 as sc_pb
 from sc2_fakes import (FLOAT_FIELDS, TAG_STRIDE, FakeController, FakeLauncher, Float32Engine,
                        ScriptedWorld, encode_game_info, fake_game_info, make_units, units_copy,
                        world_game_info)
@@ -63,11 +69,13 @@ def orders(n: int, **by_ally):
     return kind, tx, ty, target
 
 
-def fake_install(root: Path, map_name: str = "3m") -> Path:
-    """A folder that looks like an SC2 install holding one SMAC map (no game binary)."""
-    (root / "Versions" / "Base75689").mkdir(parents=True)
-    (root / "Maps" / "SMAC_Maps").mkdir(parents=True)
-    (root / "Maps" / "SMAC_Maps" / f"{map_name}.SC2Map").write_bytes(b"map")
+def fake_install(root: Path, *map_names: str) -> Path:
+    """A folder that looks like an SC2 install (no game binary) holding SMAC maps (default: 3m only);
+    a map file is an MPQ archive, as real ones are."""
+    (root / "Versions" / "Base75689").mkdir(parents=True, exist_ok=True)
+    (root / "Maps" / "SMAC_Maps").mkdir(parents=True, exist_ok=True)
+    for map_name in map_names or ("3m",):
+        (root / "Maps" / "SMAC_Maps" / f"{map_name}.SC2Map").write_bytes(b"MPQ\x1a map " + map_name.encode())
     return root
 
 
@@ -312,11 +320,99 @@ def test_connection_error_during_reset_relaunches_and_still_resets():
 
 def test_save_replay_and_close_go_through_the_game_process():
     engine, launcher = fake_engine()
-    assert engine.save_replay("replays", "3m") == "replays/3m.SC2Replay"
-    assert launcher.replays == [(b"fake replay", "replays", "3m")]
+    pid = os.getpid()
+    assert engine.save_replay("replays", "3m_env1") == f"replays/3m_env1_pid{pid}.SC2Replay"
+    assert launcher.replays == [(b"fake replay", "replays", f"3m_env1_pid{pid}")]
     engine.close()
     engine.close()
     assert launcher.closed == 1
+
+
+def test_replays_are_named_per_process_and_replay_dir_none_means_the_games_folder(tmp_path, monkeypatch):
+    """pysc2's own save_replay (names by UTC second) under a fake install: None and "" both write to
+    <SC2PATH>/Replays, and the process id keeps workers saving in the same second apart."""
+    install = fake_install(tmp_path / "StarCraftII")
+    monkeypatch.setenv("SC2PATH", str(install))
+    monkeypatch.setattr("platform.system", lambda: "Linux")
+    if not sc2_engine_module.flags.FLAGS.is_parsed():
+        sc2_engine_module.flags.FLAGS(["test"])
+    run_config = run_configs.get()
+    sim = world()
+    launcher = FakeLauncher(FakeController(sim, world_game_info(sim)))
+    launcher._save_replay = run_config.save_replay
+    engine = SC2Engine("3m", 1, launcher=launcher)
+    path = Path(engine.save_replay(None, "3m_env0"))
+    assert path.parent == install / "Replays" and path.read_bytes() == b"fake replay"
+    assert path.name.startswith(f"3m_env0_pid{os.getpid()}_") and path.suffix == ".SC2Replay"
+    assert Path(engine.save_replay("", "3m_env0")).parent == install / "Replays"
+    assert Path(engine.save_replay(str(tmp_path / "mine"), "")).name.startswith(f"pid{os.getpid()}_")
+
+
+@pytest.mark.parametrize("fail_on", ["create_game", "join_game", "game_info"])
+def test_a_failed_launch_closes_the_game_it_started(fail_on):
+    launcher = FakeLauncher(FakeController(world(), fake_game_info(), fail_on=fail_on))
+    with pytest.raises(protocol.ProtocolError, match=f"crashed in {fail_on}"):
+        SC2Engine("3m", 1, launcher=launcher)
+    assert launcher.closed == 1
+
+
+def test_a_failed_relaunch_closes_its_game_and_the_next_reset_launches_again():
+    first = FakeController(world(), fake_game_info())
+    broken = FakeController(world(), fake_game_info(), fail_on="join_game")
+    third = FakeController(world(), fake_game_info())
+    engine, launcher = fake_engine("3m", 2, first, broken, third)
+    engine.reset()
+    first.fail_on = "step"
+    with pytest.raises(protocol.ProtocolError, match="crashed in join_game"):
+        engine.step(*orders(3))  # the crash relaunches, and that launch fails too
+    assert launcher.closed == 2  # the crashed game and the half-started one
+    with pytest.raises(RuntimeError, match="StarCraft II is not running"):
+        engine.step(*orders(3))
+    assert engine.reset().alive.all() and launcher.launched == [first, broken, third]
+
+
+def test_reset_after_close_launches_a_new_game():
+    first, second = FakeController(world(), fake_game_info()), FakeController(world(), fake_game_info())
+    engine, launcher = fake_engine("3m", 2, first, second)
+    engine.reset()
+    engine.close()
+    assert launcher.closed == 1
+    with pytest.raises(RuntimeError, match="StarCraft II is not running .* reset\\(\\) launches it"):
+        engine.step(*orders(3))
+    units = engine.reset()
+    assert units.alive.all() and launcher.launched == [first, second] and engine.restarts == 0
+    assert second.requests["debug"] == []  # a new game spawns its armies without a kill
+    engine.step(*orders(3))
+    engine.close()
+    assert launcher.closed == 2
+
+
+def test_env_reset_after_close_plays_again():
+    env = StarCraft2Env(map_name="3m", seed=1, engine=fake_engine("3m", 1, FakeController(world(), fake_game_info()),
+                                                                  FakeController(world(), fake_game_info()))[0])
+    env.reset()
+    env.close()
+    env.reset()
+    assert env.step([1, 1, 1])[1] is False
+    env.close()
+
+
+def test_one_exit_hook_per_engine_however_often_it_relaunched(monkeypatch):
+    hooks = []  # atexit's semantics: unregister removes every registration of an equal callable
+    monkeypatch.setattr(sc2_engine_module, "atexit", SimpleNamespace(
+        register=hooks.append, unregister=lambda f: hooks.__setitem__(slice(None), [h for h in hooks if h != f])))
+    first, second = FakeController(world(), fake_game_info()), FakeController(world(), fake_game_info())
+    engine, _ = fake_engine("3m", 2, first, second)
+    engine.reset()
+    first.fail_on = "step"
+    with pytest.raises(GameRestarted):
+        engine.step(*orders(3))
+    assert hooks == [engine.close]
+    engine.close()
+    assert hooks == []  # a closed engine can be garbage-collected
+    with pytest.raises(protocol.ProtocolError):
+        SC2Engine("3m", 1, launcher=FakeLauncher(FakeController(world(), fake_game_info(), fail_on="join_game")))
+    assert hooks == []  # nor does an engine whose launch failed stay referenced
 
 
 def test_last_attacks_are_units_that_fired_at_their_engaged_target():
@@ -388,6 +484,84 @@ def test_backend_errors_are_one_line(tmp_path, monkeypatch):
         select_backend("sc2", "3m")
     message = str(err.value)
     assert "\n" not in message and "SC2PATH" in message and "scripts/install_sc2.sh" in message
+    assert f"no StarCraft II build {tmp_path / 'Versions' / 'Base*'}" in message
+
+
+@pytest.fixture
+def fallback_log(monkeypatch, caplog):
+    """The records backend=auto logs, each fallback line fresh (they are logged once per process)."""
+    monkeypatch.setattr(backend_module, "_told", set())
+    caplog.set_level(logging.INFO, logger=backend_module.__name__)
+    return caplog
+
+
+def test_auto_says_in_one_line_which_file_it_looked_for(tmp_path, monkeypatch, fallback_log):
+    install = fake_install(tmp_path / "sc2")  # the game and 3m only, like a maps pack without 1c3s5z
+    monkeypatch.setenv("SC2PATH", str(install))
+    assert select_backend("auto", "1c3s5z") == "builtin"
+    assert select_backend("auto", "1c3s5z") == "builtin"  # said once per process
+    (record,) = fallback_log.records
+    map_file = install / "Maps" / "SMAC_Maps" / "1c3s5z.SC2Map"
+    assert record.levelno == logging.WARNING and "\n" not in record.getMessage()
+    assert record.getMessage().startswith(f"backend=auto: no map file {map_file}, so 1c3s5z runs on the "
+                                          "built-in simulator")
+    fallback_log.clear()
+    monkeypatch.setenv("SC2PATH", str(tmp_path / "none"))
+    assert select_backend("auto", "3m") == "builtin"
+    (record,) = fallback_log.records
+    assert record.levelno == logging.INFO
+    assert f"backend=auto: no StarCraft II build {tmp_path / 'none' / 'Versions' / 'Base*'}, so 3m" in record.getMessage()
+    fallback_log.clear()
+    monkeypatch.setenv("SC2PATH", str(install))
+    assert select_backend("auto", "3m") == "sc2" and select_backend("builtin", "8m") == "builtin"
+    assert fallback_log.records == []  # nothing to say when nothing fell back
+
+
+def execute_info(path: Path, executable: str) -> Path:
+    """ExecuteInfo.txt as the Battle.net launcher writes it (with the NUL byte the game appends)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(f"locale = enUS\nexecutable = {executable}\nbuild = 75689\0".encode())
+    return path
+
+
+def test_auto_finds_the_game_where_pysc2_does_on_windows(tmp_path, monkeypatch):
+    """Windows: pysc2 reads the install folder from <Documents>/StarCraft II/ExecuteInfo.txt, 3 folders
+    above the binary; without one, C:/Program Files (x86)/StarCraft II."""
+    monkeypatch.delenv("SC2PATH", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setattr("platform.system", lambda: "Windows")
+    assert sc2_install_dir() == Path("C:/Program Files (x86)/StarCraft II")
+    install = fake_install(tmp_path / "Games" / "StarCraft II")
+    binary = str(install / "Versions" / "Base75689" / "SC2_x64.exe").replace("/", "\\")  # as Windows writes it
+    info = execute_info(tmp_path / "Documents" / "StarCraft II" / "ExecuteInfo.txt", binary)
+    assert sc2_install_dir() == install
+    assert str(sc2_install_dir()) == pysc2_platforms._read_execute_info(str(tmp_path / "Documents"), 3)
+    assert installed_by_launcher(info, 3) == install
+    assert select_backend("auto", "3m") == "sc2"
+
+
+def test_auto_finds_the_game_where_pysc2_does_on_macos(tmp_path, monkeypatch):
+    """macOS: ~/Library/Application Support/Blizzard/StarCraft II/ExecuteInfo.txt, 6 folders above the
+    binary inside SC2.app; without one, /Applications/StarCraft II."""
+    monkeypatch.delenv("SC2PATH", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setattr("platform.system", lambda: "Darwin")
+    assert sc2_install_dir() == Path("/Applications/StarCraft II")
+    install = fake_install(tmp_path / "Apps" / "StarCraft II")
+    blizzard = tmp_path / "Library" / "Application Support" / "Blizzard"
+    execute_info(blizzard / "StarCraft II" / "ExecuteInfo.txt",
+                 str(install / "Versions" / "Base75689" / "SC2.app" / "Contents" / "MacOS" / "SC2"))
+    assert sc2_install_dir() == install
+    assert str(sc2_install_dir()) == pysc2_platforms._read_execute_info(str(blizzard), 6)
+    assert select_backend("auto", "3m") == "sc2"
+    monkeypatch.setenv("SC2PATH", str(tmp_path / "elsewhere"))  # SC2PATH wins, as in pysc2
+    assert sc2_install_dir() == tmp_path / "elsewhere"
+
+
+def test_a_launcher_file_without_an_executable_line_is_ignored(tmp_path):
+    assert installed_by_launcher(tmp_path / "missing.txt", 3) is None
+    (tmp_path / "ExecuteInfo.txt").write_bytes(b"locale = enUS\0")
+    assert installed_by_launcher(tmp_path / "ExecuteInfo.txt", 3) is None
     with pytest.raises(ValueError, match=r"^unknown backend 'pysc2'; choose one of: auto, sc2, builtin$"):
         select_backend("pysc2", "3m")
 
@@ -400,23 +574,3 @@ def test_make_engine_builds_the_selected_engine(tmp_path, monkeypatch):
     engine = make_engine("auto", "3m", 1, 8, difficulty="3", launcher=launcher)
     assert isinstance(engine, SC2Engine) and launcher.launched
     assert launcher.launched[0].requests["create_game"][0].player_setup[1].difficulty == sc_pb.Medium
-
-
-# ---- install script ----------------------------------------------------------------------------
-def test_install_script_is_valid_bash_and_skips_an_existing_install(tmp_path):
-    script = REPO / "scripts" / "install_sc2.sh"
-    subprocess.run(["bash", "-n", str(script)], check=True)
-    # Downloads must not happen: curl/wget on PATH are stubs that fail loudly.
-    stubs = tmp_path / "bin"
-    stubs.mkdir()
-    for tool in ("curl", "wget"):
-        (stubs / tool).write_text("#!/bin/sh\necho network disabled in tests >&2\nexit 97\n")
-        (stubs / tool).chmod(0o755)
-    target = fake_install(tmp_path / "game dir")
-    env = dict(os.environ, PATH=f"{stubs}:{os.environ['PATH']}")
-    result = subprocess.run(["bash", str(script), str(target)], env=env, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip().splitlines()[-1] == f'export SC2PATH="{target}"'
-    assert "already installed" in result.stdout
-    usage = subprocess.run(["bash", str(script), "a", "b"], env=env, capture_output=True, text=True)
-    assert usage.returncode == 1 and "usage:" in usage.stderr

@@ -47,8 +47,9 @@ _CLOSE_TIMEOUT_S = 5
 _POLL_S = 1.0  # how often a waiting parent checks its worker, and a waiting worker its parent
 DEFAULT_WORKER_TIMEOUT_S = 120.0
 DEFAULT_MAX_FAILURES = 3
-# A new worker imports the main module and builds its env (a game may take long to launch): its
-# first answer may take this long even when env_worker_timeout is shorter.
+# A new worker imports the main module and builds its env, whose first reset may launch a game (real
+# StarCraft II takes long to start): its answers up to its first reset's may take this long even
+# when env_worker_timeout is shorter.
 _START_TIMEOUT_S = 60.0
 # After a stop signal, a worker that has not answered yet gets this long before the wait is given up.
 STOP_GRACE_S = 5.0
@@ -129,7 +130,9 @@ def _ignore(_signum, _frame) -> None:
 
 def env_worker(conn, env_fn: Callable, env_args: dict) -> None:
     """Worker process main: build the env, then serve commands until "close", the first error,
-    or the end of the parent process."""
+    or the end of the parent process. The env is closed on every way out (a process it started, such
+    as a game, would otherwise outlive the worker: a worker process skips atexit): before the error's
+    traceback is sent, so that the parent hears of the error only once the env is closed."""
     for sig in _STOP_SIGNALS:
         # A stop signal sent to the whole process group (Ctrl+C, systemd, Slurm) is the parent's to
         # handle: it saves and then closes us; only SIGKILL ends a worker otherwise. A handler that does
@@ -140,6 +143,18 @@ def env_worker(conn, env_fn: Callable, env_args: dict) -> None:
     if _START_METHOD == "forkserver":
         _release_forkserver()
     th.set_num_threads(1)
+
+    def close_quietly(env) -> str:
+        """Close `env` (if any) after a failure; returns "" or the close's own traceback, to report along."""
+        if env is None:
+            return ""
+        try:
+            env.close()
+        except Exception:
+            return "\nClosing the env after that failed too:\n" + traceback.format_exc()
+        return ""
+
+    env = None
     try:
         env = env_fn(**env_args)
         while True:
@@ -151,13 +166,18 @@ def env_worker(conn, env_fn: Callable, env_args: dict) -> None:
             if command == "close":
                 break
             conn.send(("ok", _COMMANDS[command](env, data)))
-        env.close()
+        env, closing = None, env
+        closing.close()
         conn.send(("closed", None))
     except (EOFError, BrokenPipeError, ConnectionResetError):
         pass  # the parent is gone
     except Exception:
-        _send_quietly(conn, ("error", traceback.format_exc()))
+        message = traceback.format_exc()
+        env, closing = None, env
+        message += close_quietly(closing)
+        _send_quietly(conn, ("error", message))
     finally:
+        close_quietly(env)
         conn.close()
 
 
@@ -236,7 +256,9 @@ class EnvWorkers:
         self.conns = [None] * self.n_envs
         self.workers = [None] * self.n_envs
         self.waiting = set()  # workers sent a command whose answer has not been read yet
-        self.starting = set()  # workers that have not answered yet since they were started
+        # Workers started whose env has not answered a reset yet: the first reset launches the game
+        # (real StarCraft II), so their answers until then may take _START_TIMEOUT_S.
+        self.starting = set()
         self._told_stopping = set()  # workers whose wait after a stop signal was announced
         for i in range(self.n_envs):
             self._start_worker(i)
@@ -306,7 +328,6 @@ class EnvWorkers:
             worker.join(timeout=_POLL_S)
             raise EnvWorkerFault(i, f"exited unexpectedly (exit code {worker.exitcode})") from None
         self.waiting.discard(i)
-        self.starting.discard(i)
         if status == "error":
             raise RuntimeError(f"env worker {i} (seed {self.seeds[i]}) failed; its traceback:\n{result}")
         return result
@@ -336,7 +357,9 @@ class EnvWorkers:
         return self._recv(0)
 
     def reset(self) -> list:
-        return self._broadcast("reset")
+        observations = self._broadcast("reset")
+        self.starting.clear()  # every env has answered a reset: its game is up
+        return observations
 
     def step(self, indices: list, actions: np.ndarray) -> list:
         """Step env indices[k] with actions[k] ([len(indices), n_agents]); one Transition per stepped env."""

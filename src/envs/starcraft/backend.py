@@ -2,22 +2,37 @@
 
 `env_args.backend` chooses: "sc2" needs the game and the SMAC maps, "builtin" never does, and
 "auto" (the default) takes the real game whenever it is installed with the requested map, so
-users who have StarCraft II get it without changing a config.
+users who have StarCraft II get it without changing a config; when it falls back it says in one
+line which file it looked for. The game is looked for where pysc2 will look (without importing it).
 """
+import logging
 import os
 import platform
+import sys
 from pathlib import Path
 from typing import Any
 
 BACKENDS = ("auto", "sc2", "builtin")
 INSTALL_SCRIPT = "scripts/install_sc2.sh"
 
-# pysc2's install locations when SC2PATH is not set.
+# pysc2's install locations when SC2PATH is not set and the Battle.net launcher left no
+# ExecuteInfo.txt (pysc2.run_configs.platforms).
 _DEFAULT_INSTALL_DIRS = {
     "Linux": "~/StarCraftII",
     "Darwin": "/Applications/StarCraft II",
     "Windows": "C:/Program Files (x86)/StarCraft II",
 }
+_CYGWIN_INSTALL_DIR = "/cygdrive/c/Program Files (x86)/StarCraft II"
+# Where the launcher writes ExecuteInfo.txt ("executable = <path of the game binary>"), and how
+# many folders up from that binary the install folder is: <install>/Versions/Base*/SC2_x64.exe on
+# Windows, <install>/Versions/Base*/SC2.app/Contents/MacOS/SC2 on macOS.
+_EXECUTE_INFO = {
+    "Windows": ("~/Documents/StarCraft II/ExecuteInfo.txt", 3),
+    "Darwin": ("~/Library/Application Support/Blizzard/StarCraft II/ExecuteInfo.txt", 6),
+}
+
+logger = logging.getLogger(__name__)
+_told: set[str] = set()  # fallback lines already logged by this process
 
 
 class GameRestarted(RuntimeError):
@@ -29,10 +44,40 @@ class GameRestarted(RuntimeError):
     """
 
 
+def installed_by_launcher(execute_info: Path, levels_up: int) -> Path | None:
+    """The install folder named by the Battle.net launcher's ExecuteInfo.txt, None without one.
+
+    The file holds `key = value` lines (the game appends a NUL byte); the `executable` value is
+    the game binary's path, `levels_up` folders below the install folder.
+    """
+    try:
+        text = execute_info.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in text.replace("\0", "\n").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == "executable" and value.strip():
+            path = value.strip().replace("\\", "/")  # Windows separators
+            for _ in range(levels_up):
+                path = os.path.dirname(path)
+            return Path(path)
+    return None
+
+
 def sc2_install_dir() -> Path:
-    """The StarCraft II folder pysc2 will use: $SC2PATH, else the platform's default."""
-    default = _DEFAULT_INSTALL_DIRS.get(platform.system(), "~/StarCraftII")
-    return Path(os.environ.get("SC2PATH") or default).expanduser()
+    """The StarCraft II folder pysc2 will use: $SC2PATH, else on Windows and macOS the folder the
+    launcher recorded in ExecuteInfo.txt, else the platform's default folder."""
+    if os.environ.get("SC2PATH"):
+        return Path(os.environ["SC2PATH"]).expanduser()
+    if sys.platform == "cygwin":
+        return Path(_CYGWIN_INSTALL_DIR)
+    system = platform.system()
+    if system in _EXECUTE_INFO:
+        execute_info, levels_up = _EXECUTE_INFO[system]
+        recorded = installed_by_launcher(Path(execute_info).expanduser(), levels_up)
+        if recorded is not None:
+            return recorded
+    return Path(_DEFAULT_INSTALL_DIRS.get(system, "~/StarCraftII")).expanduser()
 
 
 def smac_map_file(map_name: str, install_dir: Path | None = None) -> Path:
@@ -41,12 +86,22 @@ def smac_map_file(map_name: str, install_dir: Path | None = None) -> Path:
     return root / "Maps" / "SMAC_Maps" / f"{map_name}.SC2Map"
 
 
-def sc2_available(map_name: str) -> bool:
-    """True when a game build (Versions/Base*) and the map file are both installed."""
+def sc2_missing(map_name: str) -> str | None:
+    """What StarCraft II lacks to play `map_name`, in words naming the path looked for; None when a
+    game build (Versions/Base*) and the map file are both installed."""
     root = sc2_install_dir()
     versions = root / "Versions"
-    has_build = versions.is_dir() and any(p.name.startswith("Base") for p in versions.iterdir())
-    return has_build and smac_map_file(map_name, root).is_file()
+    if not (versions.is_dir() and any(p.name.startswith("Base") for p in versions.iterdir())):
+        return f"no StarCraft II build {versions / 'Base*'}"
+    map_file = smac_map_file(map_name, root)
+    if not map_file.is_file():
+        return f"no map file {map_file}"
+    return None
+
+
+def sc2_available(map_name: str) -> bool:
+    """True when a game build (Versions/Base*) and the map file are both installed."""
+    return sc2_missing(map_name) is None
 
 
 def select_backend(backend: str, map_name: str) -> str:
@@ -55,14 +110,31 @@ def select_backend(backend: str, map_name: str) -> str:
         raise ValueError(f"unknown backend '{backend}'; choose one of: {', '.join(BACKENDS)}")
     if backend == "builtin":
         return "builtin"
-    if sc2_available(map_name):
+    missing = sc2_missing(map_name)
+    if missing is None:
         return "sc2"
     if backend == "sc2":
         raise ValueError(
-            f"backend=sc2 needs StarCraft II with {smac_map_file(map_name)}, not found: set SC2PATH "
-            f"to the game folder (install it with `bash {INSTALL_SCRIPT}`) or use backend=builtin"
+            f"backend=sc2 needs StarCraft II with {smac_map_file(map_name)}, not found ({missing}): set "
+            f"SC2PATH to the game folder (install it with `bash {INSTALL_SCRIPT}`) or use backend=builtin"
         )
+    _tell_fallback(map_name, missing)
     return "builtin"
+
+
+def fallback_line(map_name: str, missing: str) -> str:
+    """The one line backend=auto logs when it plays `map_name` on the simulator for lack of `missing`."""
+    return (f"backend=auto: {missing}, so {map_name} runs on the built-in simulator (set SC2PATH, or "
+            f"install the game and maps with `bash {INSTALL_SCRIPT}`)")
+
+
+def _tell_fallback(map_name: str, missing: str) -> None:
+    """Log the fallback once per process: a warning when the game is there but the map is not (a
+    map missing from the maps pack), else info (the usual case without StarCraft II)."""
+    line = fallback_line(map_name, missing)
+    if line not in _told:
+        _told.add(line)
+        logger.log(logging.WARNING if missing.startswith("no map file") else logging.INFO, line)
 
 
 def make_engine(backend: str, map_name: str, seed: int | None, step_mul: int = 8,

@@ -5,16 +5,33 @@ orders and respawn everything once no unit is left. This engine only launches th
 the logic's per-ally orders into raw unit commands, and reads the raw units back into the
 contract's `Units` table, keyed by the unit tags seen at reset. Everything goes through one
 `GameProcess`, so tests can swap the real game for a fake controller.
+
+Game processes: every game this module launches is started by `start_game_process`, in a session
+of its own (a Ctrl-C or SIGTERM sent to the run's process group does not reach it) and, on
+Linux, with a death signal: it is SIGKILLed when the process that started it dies, however it
+dies. The engine ends its game in close(), at interpreter exit, when a launch fails half-way and
+before replacing a crashed game.
 """
 import atexit
+import contextlib
+import ctypes
 import functools
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
+
+# s2clientprotocol's modules only import under the compiled protobuf once rebuilt: before pysc2.
+from envs.starcraft import sc2_protocol  # noqa: F401
 from absl import flags
 from pysc2 import run_configs
-from pysc2.lib import protocol
+from pysc2.lib import protocol, sc_process
 from pysc2.maps import lib as maps_lib
 from s2clientprotocol import common_pb2 as sc_common
 from s2clientprotocol import debug_pb2 as d_pb
@@ -24,6 +41,8 @@ from s2clientprotocol import sc2api_pb2 as sc_pb
 from envs.starcraft.backend import GameRestarted
 from envs.starcraft.engine import ORDER_ATTACK, ORDER_HEAL, ORDER_KEEP, ORDER_MOVE, ORDER_STOP, Units
 from envs.starcraft.maps import MAP_REGISTRY, get_map_params
+
+logger = logging.getLogger(__name__)
 
 ALLY_OWNER, ENEMY_OWNER = 1, 2
 
@@ -73,12 +92,72 @@ class GameProcess:
     close: Callable[[], None]  # ends the game process
 
 
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
+
+
+def _death_signal_setup(starter_pid: int) -> Callable[[], None]:
+    """preexec_fn for a game started by process `starter_pid`: SIGKILL it when its starter dies."""
+
+    def set_death_signal() -> None:  # runs in the child between fork and exec: two system calls only
+        _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
+        if os.getppid() != starter_pid:  # the starter died before the death signal was armed
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return set_death_signal
+
+
+def start_game_process(args: list[str], **popen_kwargs: Any) -> subprocess.Popen:
+    """Start a game process (StarCraft II, or a stand-in in tests) that only its engine ends.
+
+    It runs in a session of its own: a Ctrl-C or SIGTERM sent to the run's process group (a
+    terminal, systemd, Slurm) does not reach it, so the game stays up while the run saves, and
+    the env's close() ends it. On Linux it also gets SIGKILL as its death signal, so it cannot
+    outlive the process that started it (a killed main process takes its env workers, and they
+    their games, with it). The kernel ties that signal to the starting *thread*, so it is armed
+    only for games started on a main thread (where marlkit steps its envs); a game started on
+    another thread is ended by close() or at exit only. popen_kwargs go to subprocess.Popen.
+    """
+    popen_kwargs["start_new_session"] = True
+    if _PRCTL is not None and threading.current_thread() is threading.main_thread():
+        popen_kwargs["preexec_fn"] = _death_signal_setup(os.getpid())
+    return subprocess.Popen(args, **popen_kwargs)
+
+
+class _GameStartingSubprocess:
+    """What pysc2's sc_process sees as its `subprocess` module while launch_sc2 runs: the real
+    module, except that Popen is start_game_process."""
+
+    Popen = staticmethod(start_game_process)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(subprocess, name)
+
+
+_PYSC2_LAUNCH_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _pysc2_starts_games_our_way() -> Iterator[None]:
+    """Within the block, pysc2 starts StarCraft II with start_game_process (its sc_process calls
+    subprocess.Popen); nothing else is changed, and only for the block."""
+    with _PYSC2_LAUNCH_LOCK:
+        saved = sc_process.subprocess
+        sc_process.subprocess = _GameStartingSubprocess()
+        try:
+            yield
+        finally:
+            sc_process.subprocess = saved
+
+
 def launch_sc2(game_version: str | None, window_size: tuple[int, int]) -> GameProcess:
-    """Start a local StarCraft II process through pysc2 (found via $SC2PATH)."""
+    """Start a local StarCraft II process through pysc2 (found as pysc2 finds it: $SC2PATH, else the
+    platform's install), with start_game_process. pysc2 ends the game itself when it cannot connect."""
     if not flags.FLAGS.is_parsed():  # pysc2 reads absl flags; parse none of ours
         flags.FLAGS(["marlkit"])
     run_config = run_configs.get(version=game_version)
-    proc = run_config.start(window_size=window_size, want_rgb=False)
+    with _pysc2_starts_games_our_way():
+        proc = run_config.start(window_size=window_size, want_rgb=False)
     return GameProcess(proc.controller, run_config.map_data, run_config.save_replay, proc.close)
 
 
@@ -115,7 +194,8 @@ class SC2Engine:
     """Real StarCraft II behind the engine contract; the game is launched on construction.
 
     `launcher` returns a fresh `GameProcess` on every call (default: `launch_sc2`); the engine
-    calls it again after a ProtocolError/ConnectionError and counts that in `restarts`.
+    calls it again after a ProtocolError/ConnectionError and counts that in `restarts`. close()
+    ends the game; a reset() after it launches a new one.
     """
 
     def __init__(self, map_name: str, seed: int | None, step_mul: int = 8, difficulty: str = "7",
@@ -138,13 +218,27 @@ class SC2Engine:
         self._row_of_tag: dict[int, int] = {}
         self._game: GameProcess | None = None
         self._launch()
-        atexit.register(self.close)  # never leave a game process behind
 
     # ---- game process ----------------------------------------------------------------------
     def _launch(self) -> None:
-        """Start the game, create the SMAC map against the built-in AI, join with raw access."""
+        """Start the game, create the SMAC map against the built-in AI, join with raw access.
+
+        A failure after the game started (map, create, join, game info; Ctrl-C too) ends the game
+        before it propagates: nothing else could reach it, since the engine is not built yet or
+        its env never sees it.
+        """
         self._game = self._launcher()
-        controller = self._game.controller
+        atexit.unregister(self.close)  # once, however often the game was relaunched
+        atexit.register(self.close)  # never leave a game process behind (close() unregisters it)
+        try:
+            self._start_game(self._game.controller)
+        except BaseException:
+            self._close_game_quietly()
+            atexit.unregister(self.close)  # nothing left to close (a later reset() registers again)
+            raise
+
+    def _start_game(self, controller) -> None:
+        """Create the SMAC map against the built-in AI, join with raw access, read the map."""
         map_path = SMAC_MAPS[self.map_name]().path
         create = sc_pb.RequestCreateGame(
             local_map=sc_pb.LocalMap(map_path=map_path, map_data=self._game.map_data(map_path)),
@@ -174,13 +268,31 @@ class SC2Engine:
         self.restarts += 1
 
     def _close_game(self) -> None:
-        if self._game is not None:
-            self._game.close()
-            self._game = None
+        game, self._game = self._game, None  # forgotten first: a failing close is not retried forever
+        if game is not None:
+            game.close()
+
+    def _close_game_quietly(self) -> None:
+        """End the game while another exception is on its way; a failure here is only logged."""
+        try:
+            self._close_game()
+        except Exception as error:  # noqa: BLE001 - the original error matters more
+            logger.warning(f"could not close StarCraft II after a failed launch: {error!r}")
+
+    def _running_game(self) -> GameProcess:
+        if self._game is None:
+            raise RuntimeError("StarCraft II is not running (the engine was closed, or launching the game "
+                               "failed): reset() launches it")
+        return self._game
 
     # ---- engine contract -------------------------------------------------------------------
     def reset(self) -> Units:
-        """Kill every unit, wait for the map trigger to respawn both armies, bind their tags."""
+        """Kill every unit, wait for the map trigger to respawn both armies, bind their tags.
+
+        After close() (or a failed launch) the game is launched again first, as on construction.
+        """
+        if self._game is None:
+            self._launch()
         try:
             obs = self._respawn()
         except GAME_ERRORS:
@@ -194,7 +306,7 @@ class SC2Engine:
     def step(self, kind: np.ndarray, tx: np.ndarray, ty: np.ndarray, target: np.ndarray) -> Units:
         """Send one raw command per ordered, alive ally, then advance step_mul game loops."""
         request = sc_pb.RequestAction(actions=self._commands(kind, tx, ty, target))
-        controller = self._game.controller
+        controller = self._running_game().controller
         try:
             controller.actions(request)
             controller.step(self.step_mul)
@@ -207,11 +319,20 @@ class SC2Engine:
         self.last_attacks = self._shots_fired(previous_cooldown, obs.observation.raw_data.units)
         return self.units
 
-    def save_replay(self, replay_dir: str, prefix: str) -> str:
-        """Write the game's replay into replay_dir (relative paths: under <SC2PATH>/Replays)."""
-        return self._game.save_replay(self._game.controller.save_replay(), replay_dir, prefix)
+    def save_replay(self, replay_dir: str | None, prefix: str) -> str:
+        """Write the game's replay into replay_dir (relative paths and "" or None: under
+        <SC2PATH>/Replays) as <prefix>_pid<process id>_<UTC time>.SC2Replay; returns its path.
+
+        pysc2 names replays by the second: the process id keeps apart the parallel runner's
+        workers, which save at the same moment (their prefixes also differ, by env index).
+        """
+        game = self._running_game()
+        prefix = f"{prefix}_pid{os.getpid()}" if prefix else f"pid{os.getpid()}"
+        return game.save_replay(game.controller.save_replay(), replay_dir or "", prefix)
 
     def close(self) -> None:
+        """End the game process (idempotent); a later reset() launches a new one."""
+        atexit.unregister(self.close)
         self._close_game()
 
     # ---- internals -------------------------------------------------------------------------
