@@ -2,28 +2,35 @@
 
 Usage (from the repository root):
     python bench/bench_env.py [--maps 3m corridor 27m_vs_30m] [--steps 2000] [--seed 0]
+    python bench/bench_env.py --baseline 4f35566 [--repeats 3]   # ratio against another commit
 
 Each step does what PyMARL2's episode runner asks of the env: get_state, get_avail_actions and
 get_obs, then step. "runner steps/s" times all of it; "step() only" times env.step alone.
 Episodes that end are reset (reset time counts towards runner steps/s).
+
+--baseline REV measures the simulator of git revision REV (its src/ unpacked with git archive
+into a temporary folder, run in a subprocess) in the same run, map by map and alternating with
+this tree's, and prints both and their ratio. With --repeats R each map is measured R times on
+each side, alternating, and the best figure of each side is kept (other processes on a shared
+machine only ever slow a measurement down).
 """
 import argparse
 import datetime
+import json
 import os
 import platform
+import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
-
-from envs.starcraft.starcraft2 import StarCraft2Env  # noqa: E402  (needs src/ on sys.path)
-
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_MAPS = ("3m", "corridor", "27m_vs_30m")
 
 
-def random_actions(env: StarCraft2Env, rng: np.random.Generator) -> list[int]:
+def random_actions(env, rng: np.random.Generator) -> list[int]:
     """One uniformly random available action per agent."""
     avail = np.asarray(env.get_avail_actions())  # [n_agents, n_actions]
     return [int(rng.choice(np.flatnonzero(row))) for row in avail]
@@ -31,7 +38,9 @@ def random_actions(env: StarCraft2Env, rng: np.random.Generator) -> list[int]:
 
 def bench_map(map_name: str, steps: int, seed: int) -> dict[str, float]:
     """Run `steps` env steps on one map; returns the counts and both throughputs."""
-    env = StarCraft2Env(map_name=map_name, seed=seed)
+    from envs.starcraft.starcraft2 import StarCraft2Env  # from the src/ first on sys.path
+
+    env = StarCraft2Env(map_name=map_name, seed=seed, backend="builtin")
     rng = np.random.default_rng(seed)
     env.reset()
     episodes, step_seconds = 0, 0.0
@@ -52,26 +61,69 @@ def bench_map(map_name: str, steps: int, seed: int) -> dict[str, float]:
             "runner_sps": steps / total_seconds, "step_sps": steps / step_seconds}
 
 
+def _unpack(rev: str) -> str:
+    """src/ of git revision rev, unpacked into a temporary folder -> that folder's src path."""
+    folder = tempfile.mkdtemp(prefix="bench_env_")
+    archive = subprocess.run(["git", "archive", rev, "src"], cwd=ROOT, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", folder], input=archive.stdout, check=True)
+    return os.path.join(folder, "src")
+
+
+def _bench_other(src: str, map_name: str, steps: int, seed: int) -> dict[str, float]:
+    """bench_map on another src/ tree, in a subprocess."""
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--src", src, "--json",
+                          "--maps", map_name, "--steps", str(steps), "--seed", str(seed)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])[map_name]
+
+
+def _best(a: dict | None, b: dict) -> dict:
+    return b if a is None or b["step_sps"] > a["step_sps"] else a
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--maps", nargs="+", default=list(DEFAULT_MAPS))
     parser.add_argument("--steps", type=int, default=2000, help="env steps per map")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--baseline", metavar="REV", help="also measure git revision REV's simulator")
+    parser.add_argument("--repeats", type=int, default=1, help="measurements per map and side (best kept)")
+    parser.add_argument("--src", help=argparse.SUPPRESS)     # internal: measure this src/ tree
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.steps < 1:
-        parser.error(f"--steps must be positive, got {args.steps}")
+    if args.steps < 1 or args.repeats < 1:
+        parser.error("--steps and --repeats must be positive")
+    sys.path.insert(0, args.src or os.path.join(ROOT, "src"))
+    if args.json:
+        print(json.dumps({m: bench_map(m, args.steps, args.seed) for m in args.maps}))
+        return
 
-    print(f"command: python bench/bench_env.py --maps {' '.join(args.maps)} "
-          f"--steps {args.steps} --seed {args.seed}")
+    command = f"python bench/bench_env.py --maps {' '.join(args.maps)} --steps {args.steps} --seed {args.seed}"
+    if args.baseline:
+        command += f" --baseline {args.baseline}"
+    if args.repeats > 1:
+        command += f" --repeats {args.repeats}"
+    print(f"command: {command}")
     print(f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} CPUs, Python {platform.python_version()}")
     print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}")
-    print(f"{'map':<14}{'steps':>7}{'episodes':>10}{'seconds':>9}"
-          f"{'runner steps/s':>16}{'step() only':>13}")
+    other = _unpack(args.baseline) if args.baseline else None
+    header = f"{'map':<14}{'steps':>7}{'episodes':>10}{'seconds':>9}{'runner steps/s':>16}{'step() only':>13}"
+    if other:
+        header += f"{'baseline runner':>17}{'baseline step()':>17}{'ratio runner':>14}{'ratio step()':>14}"
+    print(header)
     for map_name in args.maps:
-        result = bench_map(map_name, args.steps, args.seed)
-        print(f"{map_name:<14}{args.steps:>7}{result['episodes']:>10}{result['seconds']:>9.2f}"
-              f"{result['runner_sps']:>16.1f}{result['step_sps']:>13.1f}")
+        mine = base = None
+        for _ in range(args.repeats):
+            if other:
+                base = _best(base, _bench_other(other, map_name, args.steps, args.seed))
+            mine = _best(mine, bench_map(map_name, args.steps, args.seed))
+        line = (f"{map_name:<14}{args.steps:>7}{mine['episodes']:>10}{mine['seconds']:>9.2f}"
+                f"{mine['runner_sps']:>16.1f}{mine['step_sps']:>13.1f}")
+        if other:
+            line += (f"{base['runner_sps']:>17.1f}{base['step_sps']:>17.1f}"
+                     f"{mine['runner_sps'] / base['runner_sps']:>14.2f}{mine['step_sps'] / base['step_sps']:>14.2f}")
+        print(line, flush=True)
 
 
 if __name__ == "__main__":

@@ -10,11 +10,16 @@ the tick fires at t, and all shots of a tick are resolved in time order, so a un
 loop t does not fire later in that tick. Everything else works on whole arrays of units.
 
 Mechanisms (each from the game's data or its documented rules, none fitted to win rates):
-- collision: units of one collision layer (units.py: ground, or Colossi among themselves) are
-  kept apart after every tick by an iterative constraint solver (overlap below COLLISION_TOL);
-  who gives way follows SC2's pushing rules: a moving unit pushes idle friendly units aside,
-  never enemies, nor units that stand attacking; moving units steer round units they cannot
-  push;
+- collision: units of one collision layer (units.py: ground units, or Colossi among
+  themselves; a Colossus walks over small units) never overlap by more than COLLISION_TOL
+  after a tick. Who gives way follows SC2's pushing rules: a moving unit pushes idle friendly
+  units aside, but never enemies, nor friends that stand attacking. Movers avoid what they
+  cannot push (_steer: walk round it along a tangent, keeping to one side; stop at the first
+  contact, the movers' steps settled together), melee units closing on a crowded target take a
+  free place round it (_surround), and a constraint solver (_separate) resolves what is left;
+- terrain: straight lines where nothing is in the way, else the shortest path on the cell grid
+  (a breadth-first flow field); a diagonal staircase of blocked cells is a 45-degree cliff cut
+  through those cells (_cell_parts), which keeps corridor's 2x2 choke passable;
 - the computer player's attack-move follows SC2's automatic targeting (Liquipedia "Automatic
   Targeting"): targets that can fire back (or carry AlwaysThreatens, the Medivac) first, then the
   highest Attack Target Priority, then the nearest, within the weapon's scan range; a target is
@@ -28,8 +33,7 @@ Simplifications against SC2:
 - no damage point / projectile travel: damage lands on the firing loop;
 - a unit's decision (acquire, move, stop) is taken once per tick (8 loops with step_mul 8),
   and collisions are resolved at the end of each tick;
-- pathing: straight lines, and a breadth-first flow field over the 32x32 cell grid when the
-  straight step would enter a blocked cell; a unit's centre never leaves pathable cells;
+- local avoidance is a simple tangent-following rule, not SC2's pathing around unit groups;
 - the Colossus walks on the pathing grid dilated by one cell (it steps over 2-cell cliffs);
 - enemy Medivacs heal the nearest damaged biological ally in sight, else follow their army.
 """
@@ -58,12 +62,16 @@ _ACQUIRES = np.array([False, False, False, True, False, False, True])
 LOOPS_PER_TICK = 8
 # Collision solver: overlaps (sum of radii minus centre distance) left after a tick stay below
 # COLLISION_TOL world units; the solver gives up after COLLISION_MAX_ITERS sweeps (never reached
-# in the measured battles, see tests/test_sim_collision.py).
+# in the measured battles, see tests/test_sim_mechanics.py).
 COLLISION_TOL = 0.01
 COLLISION_MAX_ITERS = 60
 COLLISION_RULE_ITERS = 20  # sweeps under the pushing rules before everyone gives way
 _SEP_MARGIN = 0.25      # pairs closer than this beyond contact are watched by the solver
 _SEP_RELAX = 1.5        # over-relaxation of the solver's mean corrections
+_SEP_ROUNDS = 8         # solves, each over the pairs then in or near contact
+_STEER_ROUNDS = 2       # rounds in which the movers' steps are settled against one another
+_SURROUND_LOOK = 2.5    # a melee chaser this close to its range looks for a free place round the target
+_SLOTS = np.exp(2j * np.pi * np.arange(16) / 16)  # places round a target a melee unit considers
 _BORDER = 4             # blocked cells around the padded grids (> one tick of movement)
 _CHASE_SLACK = 0.02     # a chasing unit stops this far inside its range
 _PLACE_MARGIN = 0.25    # gap between units placed at one spawn point
@@ -111,14 +119,16 @@ class _FlowFields:
     def __init__(self, walkable: np.ndarray):
         self.walkable = walkable
         self._fields: dict[tuple[int, int], np.ndarray] = {}
+        self._plans: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
 
     def _step_ok(self, x: int, y: int, dx: int, dy: int) -> bool:
         nx, ny = x + dx, y + dy
         w = self.walkable
         if not (0 <= nx < w.shape[0] and 0 <= ny < w.shape[1] and w[nx, ny]):
             return False
-        # No corner cutting: a diagonal step needs both orthogonal cells.
-        return dx == 0 or dy == 0 or (w[nx, y] and w[x, ny])
+        # A diagonal step between two walkable cells always has room: where an orthogonal cell
+        # is blocked, its corner triangle between them is walkable (see _cell_parts).
+        return True
 
     def field(self, goal: tuple[int, int]) -> np.ndarray:
         """Steps from every cell to `goal` (inf where unreachable) -> float [map_x, map_y]."""
@@ -136,15 +146,93 @@ class _FlowFields:
             self._fields[goal] = dist
         return self._fields[goal]
 
-    def next_cell_centre(self, cell: tuple[int, int], goal: tuple[int, int]) -> complex | None:
-        """Centre of the neighbour of `cell` one step closer to `goal`; None when there is none."""
-        dist = self.field(goal)
-        x, y = cell
-        best, best_d = None, dist[cell]
-        for dx, dy in self._NEIGHBOURS:
-            if self._step_ok(x, y, dx, dy) and dist[x + dx, y + dy] < best_d:
-                best, best_d = (x + dx, y + dy), dist[x + dx, y + dy]
-        return None if best is None else complex(best[0] + 0.5, best[1] + 0.5)
+    def plan(self, goal: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+        """Route to `goal`, cached: (open [X, Y] bool: the cell reaches the goal in as many steps
+        as a straight 8-connected line would, i.e. nothing is in the way; aim [X, Y] complex: the
+        point a unit in that cell heads for, the centre of the cell two steps further on the
+        shortest path, or the goal cell's centre when it is nearer)."""
+        if goal not in self._plans:
+            dist = self.field(goal)
+            w = self.walkable
+            nx, ny = w.shape
+            xs, ys = np.meshgrid(np.arange(nx), np.arange(ny), indexing="ij")
+            cheb = np.maximum(np.abs(xs - goal[0]), np.abs(ys - goal[1]))
+            open_ = np.isfinite(dist) & (dist <= cheb)
+            nxt = np.full(w.shape, -1, dtype=np.int64)     # flat index of the next cell
+            for x in range(nx):
+                for y in range(ny):
+                    if not np.isfinite(dist[x, y]) or (x, y) == goal:
+                        continue
+                    best, best_d = -1, dist[x, y]
+                    for dx, dy in self._NEIGHBOURS:
+                        if self._step_ok(x, y, dx, dy) and dist[x + dx, y + dy] < best_d:
+                            best, best_d = (x + dx) * ny + y + dy, dist[x + dx, y + dy]
+                    nxt[x, y] = best
+            flat = np.arange(nx * ny).reshape(w.shape)
+            one = np.where(nxt >= 0, nxt, flat)
+            two = np.where(one.ravel()[one] >= 0, nxt.ravel()[one], one)
+            two = np.where(two >= 0, two, one)
+            aim = (two // ny + 0.5) + 1j * (two % ny + 0.5)
+            self._plans[goal] = (open_, aim)
+        return self._plans[goal]
+
+
+_WHOLE = 15
+
+
+def _cell_parts(grid: np.ndarray) -> np.ndarray:
+    """Walkable parts of each cell of a pathing grid -> uint8 codes like grid.
+
+    SC2's cliffs run along cell edges or at 45 degrees across cells; the 1-cell pathing grid
+    draws a diagonal cliff as a staircase of blocked cells. A blocked cell whose two
+    neighbours on either side of one corner are both walkable is taken to be cut by such a
+    diagonal: its triangle at that corner is walkable. Codes: 15 a walkable cell; else bits
+    1, 2, 4, 8 for the walkable triangle at the bottom-left (x + y <= 1 inside the cell),
+    bottom-right (x >= y), top-left (y >= x) and top-right (x + y >= 1) corner. This keeps the
+    corridor's 2x2 choke passable: it meets the open areas at cell corners only."""
+    w = np.pad(grid, 1)
+    left, right = w[:-2, 1:-1], w[2:, 1:-1]
+    below, above = w[1:-1, :-2], w[1:-1, 2:]
+    code = (1 * (left & below) | 2 * (right & below) | 4 * (left & above) | 8 * (right & above))
+    return np.where(grid, _WHOLE, code).astype(np.uint8)
+
+
+def _segment_min(rows: np.ndarray, values: np.ndarray, size: int, empty: float) -> np.ndarray:
+    """Minimum of `values` per row for rows sorted ascending (rows without values: `empty`)
+    -> float [size]."""
+    out = np.full(size, empty)
+    if rows.size:
+        starts = np.flatnonzero(np.concatenate(([True], rows[1:] != rows[:-1])))
+        out[rows[starts]] = np.minimum.reduceat(values, starts)
+    return out
+
+
+def _first_per_row(rows: np.ndarray, picked: np.ndarray) -> np.ndarray:
+    """Indices of the first picked entry of each row (rows sorted ascending)."""
+    idx = np.flatnonzero(picked)
+    if idx.size:
+        r = rows[idx]
+        idx = idx[np.concatenate(([True], r[1:] != r[:-1]))]
+    return idx
+
+
+def _fills_its_rows_and_columns(grid: np.ndarray) -> bool:
+    """True when the walkable cells of every row and every column form one unbroken run and
+    the runs widen then narrow (an octagon or rectangle): straight lines between walkable
+    points then stay on walkable cells, up to the staircase of a diagonal edge."""
+    for g in (grid, grid.T):
+        widths = []
+        for line in g:
+            cells = np.flatnonzero(line)
+            if cells.size and cells[-1] - cells[0] + 1 != cells.size:
+                return False
+            if cells.size:
+                widths.append(cells.size)
+        w = np.array(widths)
+        peak = int(np.argmax(w)) if w.size else 0
+        if (np.diff(w[:peak + 1]) < 0).any() or (np.diff(w[peak:]) > 0).any():
+            return False
+    return True
 
 
 def _hex_offsets(count: int, spacing: float) -> np.ndarray:
@@ -210,6 +298,7 @@ class BuiltinEngine:
         self._is_air = column(lambda s: s.is_air, bool)
         self._heals = column(lambda s: s.heals, bool)
         self._cliff = column(lambda s: s.crosses_cliffs, bool)
+        self._melee = column(lambda s: s.has_weapon and s.range < 1.0, bool)
         self._bio_ground = column(lambda s: bool(s.attributes & us.BIOLOGICAL) and not s.is_air, bool)
         self._bursters = self._splash == us.SPLASH_BURST
         self._healers = np.flatnonzero(self._heals)
@@ -262,8 +351,13 @@ class BuiltinEngine:
         """Walkable grids: 0 ground, 1 cliff-walkers (Colossus), 2 air (the whole map)."""
         grid = np.asarray(self.pathing_grid, dtype=bool)
         grids = (grid, _dilate(grid), np.ones_like(grid))
-        self._padded = np.stack([np.pad(g, _BORDER) for g in grids])  # [3, map_x + 2B, map_y + 2B]
+        # Walkable parts of each cell: bit 1, 2, 4, 8 = the triangle at its bottom-left,
+        # bottom-right, top-left, top-right corner; 15 = the whole cell (see _cell_parts).
+        self._padded = np.stack([np.pad(_cell_parts(g), _BORDER) for g in grids])  # [3, X + 2B, Y + 2B]
         self._flows = tuple(_FlowFields(g) for g in grids)
+        # Only a walkable area with notches (corridor's choke, 2c_vs_64zg's cliff, ...) can put
+        # terrain between a unit and its destination; a rectangle or octagon-like arena cannot.
+        self._needs_routing = not all(_fills_its_rows_and_columns(g) for g in grids)
         self._grid_of = np.where(self._is_air, 2, self._cliff.astype(np.int64))
 
     def _build_state(self) -> None:
@@ -286,7 +380,8 @@ class BuiltinEngine:
         self._last_damage = np.full(n, -np.inf)
         self._rsum_live = self._rsum.copy()
         self._mobile = self._speed > 0
-        self._detour = np.zeros(n, dtype=bool)  # following the flow field round an obstacle
+        self._side = np.zeros(n)  # side (+1 left, -1 right) a blocked mover last turned to
+        self._last_step = np.zeros(n)  # distance each unit moved in the last tick
         self._loop = 0
         self._deaths = False
         self._rng = np.random.default_rng([self._base_seed, 0, 1])
@@ -304,7 +399,8 @@ class BuiltinEngine:
         u.weapon_cooldown[:] = 0.0
         u.alive[:] = True
         self._mobile = self._speed > 0
-        self._detour[:] = False
+        self._side[:] = 0.0
+        self._last_step[:] = self._tick_speed  # as if all were walking at full speed
         self._rsum_live = self._rsum.copy()
         self._last_damage[:] = -np.inf
         self._loop = 0
@@ -358,7 +454,8 @@ class BuiltinEngine:
     def _walkable_point(self, i: int, p: complex) -> bool:
         if not (0.0 <= p.real < self.map_x and 0.0 <= p.imag < self.map_y):
             return False
-        return bool(self._padded[self._grid_of[i], int(p.real) + _BORDER, int(p.imag) + _BORDER])
+        parts = self._padded[self._grid_of[i], int(p.real) + _BORDER, int(p.imag) + _BORDER]
+        return bool(self._inside(np.array([parts]), np.array([p]))[0])
 
     def _give_enemy_orders(self, rng: np.random.Generator) -> None:
         order = self.scenario.enemy_order
@@ -422,7 +519,9 @@ class BuiltinEngine:
         rank[~self._mobile] = _R_FIXED
         start = np.where(in_range, 0.0, np.inf)  # loop offset at which each unit is in range
         if movers.any():
-            np.minimum(start, self._move(movers, has_t, reach, rank), out=start)
+            np.minimum(start, self._move(movers, has_t, reach, rank, dist), out=start)
+        else:
+            self._last_step[:] = 0.0
         self._shoot(start, k)
         if self._healers.size:
             self._heal(in_range, k)
@@ -431,7 +530,7 @@ class BuiltinEngine:
         self._loop += k
 
     def _move(self, movers: np.ndarray, has_t: np.ndarray, reach: np.ndarray,
-              rank: np.ndarray) -> np.ndarray:
+              rank: np.ndarray, dist: np.ndarray) -> np.ndarray:
         """Move the movers for one tick; return the loop offset at which each chaser gets in range
         (inf for the others)."""
         z = self._z
@@ -441,107 +540,241 @@ class BuiltinEngine:
         remaining = d - (reach - _CHASE_SLACK) * has_t
         length = np.clip(np.minimum(self._tick_speed, remaining), 0.0, None) * movers
         heading = delta / np.maximum(d, _EPS)
-        heading = self._steer(movers & (length > 0), heading, length, rank)
+        going = movers & (length > 0)
+        close = np.flatnonzero(going & has_t & self._melee & (remaining < _SURROUND_LOOK))
+        if close.size:
+            self._surround(close, heading, length, remaining, reach)
+        # Terrain: a mover whose straight line to its destination crosses a blocked cell heads
+        # along the shortest path on the cell grid instead (flow field of the destination cell).
+        g = np.flatnonzero(going)
+        if g.size and self._needs_routing:
+            routed = g[self._line_blocked(g, dest[g])]
+            if routed.size:
+                self._route_headings(routed, dest[routed], heading)
+        self._steer(going, heading, length, rank, dist)
         new = z + heading * length
-        arrive = np.where(movers & has_t & (remaining <= self._tick_speed),
-                          np.ceil(np.maximum(remaining, 0.0) * self._inv_speed), np.inf)
         ok = self._walkable(new)
-        straight = movers & ok & ~self._detour
-        np.copyto(z, new, where=straight)
+        blocked = going & ~ok
+        if blocked.any():  # slide along the wall: keep the walkable axis of the step, else stay
+            along_x = z + (heading * length).real
+            along_y = z + 1j * (heading * length).imag
+            ok_x = blocked & self._walkable(along_x)
+            ok_y = blocked & ~ok_x & self._walkable(along_y)
+            new = np.where(ok_x, along_x, np.where(ok_y, along_y, np.where(blocked, z, new)))
+        self._last_step = np.where(going, np.abs(new - z), 0.0)
+        np.copyto(z, new, where=going)
+        arrive = np.where(movers & has_t & (remaining <= self._tick_speed) & ~blocked,
+                          np.ceil(np.maximum(remaining, 0.0) * self._inv_speed), np.inf)
         # A unit that reached its move point stops there (it does not walk back when pushed);
         # an attack-moving enemy that reached its point stays and keeps acquiring (SC2 idle).
-        reached = straight & (remaining <= self._tick_speed) & ~has_t
+        reached = going & (remaining <= self._tick_speed) & ~has_t
         self._mode[reached & (self._mode == _MOVE)] = _IDLE
         self._mode[reached & (self._mode == _ATTACK_MOVE)] = _GUARD
-        routed = movers & ~straight
-        if routed.any():
-            for i in np.flatnonzero(routed):
-                z[i] = self._route(i, new[i], dest[i], bool(ok[i]))
-        # Only a chaser that really got there (not detoured or blocked) may fire this tick.
+        # Only a chaser that really got there (not steered or blocked) may fire this tick.
         arrive[np.abs(z[self._target] - z) > reach] = np.inf
         return arrive
 
+    def _surround(self, close: np.ndarray, heading: np.ndarray, length: np.ndarray,
+                  remaining: np.ndarray, reach: np.ndarray) -> None:
+        """Melee units closing on a target whose near side is taken head for the nearest free
+        place round it (how melee units surround in SC2) instead of queueing behind.
+
+        close: melee chasers within _SURROUND_LOOK of their range; heading and length are
+        changed in place for those whose direct approach is blocked."""
+        z = self._z
+        tgt = self._target[close]
+        ring = reach[close] - _CHASE_SLACK                          # centre distance when in range
+        centre = z[tgt]
+        direct = centre + ring * (z[close] - centre) / np.maximum(np.abs(z[close] - centre), _EPS)
+        slots = np.concatenate([direct[:, None], centre[:, None] + ring[:, None] * _SLOTS[None, :]],
+                               axis=1)                              # [c, 1 + k]
+        rs = self._rsum_live[close]                                 # [c, n]
+        others = np.isfinite(rs)
+        others[np.arange(close.size), tgt] = False
+        gap = np.abs(slots[:, :, None] - z[None, None, :]) - rs[:, None, :]   # [c, 1 + k, n]
+        taken = (others[:, None, :] & (gap < -COLLISION_TOL)).any(axis=2)
+        taken |= ~self._walkable_many(close, slots)
+        blocked = taken[:, 0]
+        if not blocked.any():
+            return
+        cost = np.where(taken[:, 1:], np.inf, np.abs(slots[:, 1:] - z[close, None]))
+        best = cost.argmin(axis=1)
+        ok = blocked & np.isfinite(cost[np.arange(close.size), best])
+        if not ok.any():
+            return
+        rows = close[ok]
+        goal = slots[ok, 1 + best[ok]]
+        to = goal - z[rows]
+        dist = np.abs(to)
+        heading[rows] = to / np.maximum(dist, _EPS)
+        length[rows] = np.minimum(self._tick_speed[rows], dist)
+
+    def _walkable_many(self, units: np.ndarray, pts: np.ndarray) -> np.ndarray:
+        """Whether each unit could stand at each of its points -> bool like pts [u, k]."""
+        return self._inside(self._padded[self._grid_of[units][:, None], self._cell_x(pts.real),
+                                         self._cell_y(pts.imag)], pts)
+
+    def _line_blocked(self, g: np.ndarray, dest: np.ndarray) -> np.ndarray:
+        """Whether the straight line from each unit g to dest crosses a cell its grid blocks
+        (sampled every half cell) -> bool [len(g)]."""
+        z = self._z[g]
+        span = dest - z
+        k = int(np.ceil(2.0 * np.abs(span).max())) + 1
+        pts = z[:, None] + span[:, None] * np.linspace(0.0, 1.0, k)[None, :]     # [g, k]
+        parts = self._padded[self._grid_of[g][:, None], self._cell_x(pts.real), self._cell_y(pts.imag)]
+        return ~self._inside(parts, pts).all(axis=1)
+
+    def _route_headings(self, units: np.ndarray, dest: np.ndarray, heading: np.ndarray) -> None:
+        """Headings (in place) of units whose straight line to `dest` is blocked by terrain: along
+        the shortest path on the cell grid, towards the aim point of their cell (one flow field
+        per destination cell and grid, cached)."""
+        z = self._z[units]
+        cx = z.real.astype(np.int64)
+        cy = z.imag.astype(np.int64)
+        gx = np.clip(dest.real.astype(np.int64), 0, self.map_x - 1)
+        gy = np.clip(dest.imag.astype(np.int64), 0, self.map_y - 1)
+        grid = self._grid_of[units]
+        key = (grid * self.map_x + gx) * self.map_y + gy
+        for k in np.unique(key):
+            sel = np.flatnonzero(key == k)
+            g, goal = int(grid[sel[0]]), (int(gx[sel[0]]), int(gy[sel[0]]))
+            _, aim = self._flows[g].plan(goal)
+            towards = aim[cx[sel], cy[sel]] - z[sel]
+            d = np.abs(towards)
+            ok = (d > _EPS) & ((cx[sel] != goal[0]) | (cy[sel] != goal[1]))
+            heading[units[sel[ok]]] = towards[ok] / d[ok]
+
     def _steer(self, movers: np.ndarray, heading: np.ndarray, length: np.ndarray,
-               rank: np.ndarray) -> np.ndarray:
-        """Local avoidance of units a mover cannot push (an enemy, or a friend standing to attack).
+               rank: np.ndarray, dist: np.ndarray) -> None:
+        """Local avoidance: the movers' headings and step lengths for this tick.
 
-        A mover whose path is blocked by such a unit heads for the near side of it instead, and
-        no mover walks into one: its step ends where it would touch the first one in its way.
+        A mover whose step would run into a unit it cannot push (an enemy, or a friend standing
+        to attack), or into a mover coming the other way or one much slower than itself, walks
+        round it: along the tangent from the mover to that unit's contact circle, on one side,
+        which it keeps (round the next unit too) until its way is clear again, so that a group
+        is walked round rather than bumped into from alternating sides. No mover then walks
+        into such a unit, nor into the place another mover is about to take: touching and
+        closing, it slides along the contact; otherwise its step ends at the first contact
+        during the tick, both moving at their planned velocities (the movers' steps are settled
+        together in _STEER_ROUNDS rounds; steps only ever shorten). Idle friends are not in
+        the way: they are pushed aside (SC2 pushing rules, see _separate).
 
-        heading: unit vectors [n] (changed in place for the steered movers); length: step
-        lengths [n] (shortened in place). Returns heading."""
+        heading: unit vectors [n], length: step lengths [n]; both changed in place.
+        dist: centre distances at the start of the tick [n, n]."""
         m = np.flatnonzero(movers)
         if m.size == 0:
-            return heading
+            return
         z = self._z
-        rs = self._rsum_live[m]                                    # [m, n]
-        other = np.where(self._is_enemy[m, None] != self._is_enemy[None, :],
-                         np.where(rank == _R_IDLE, _R_ANCHORED, rank)[None, :], rank[None, :])
-        blocker = (other > _R_MOVING) & np.isfinite(rs)
-        blocker[np.arange(m.size), np.maximum(self._target[m], 0)] &= self._target[m] < 0
-        if not blocker.any():
-            return heading
-        rel = z[None, :] - z[m, None]
-        local = rel * np.conj(heading[m])[:, None]                 # mover frame, heading +x
+        rs_all = self._rsum_live[m]                                 # [m, n]
+        near = dist[m] < rs_all + (length[m] + self._tick_speed.max())[:, None]
+        mi, j = np.nonzero(near)                                    # candidate pairs (row of m, unit)
+        if mi.size == 0:
+            return
+        i = m[mi]
+        other = rank[j]
+        other = np.where((self._is_enemy[i] != self._is_enemy[j]) & (other == _R_IDLE), _R_ANCHORED, other)
+        keep = other != _R_IDLE
+        mi, i, j, other = mi[keep], i[keep], j[keep], other[keep]
+        if mi.size == 0:
+            return
+        rs = rs_all[mi, j]
+        solid = other > _R_MOVING
+        moving = ~solid
+        rel = z[j] - z[i]
+        facing = moving & (((heading[i] * np.conj(heading[j])).real < 0.5)
+                           | (self._last_step[j] < 0.5 * length[i]))
+        avoid = (solid | facing) & (j != self._target[i])          # a chaser does not avoid its target
+        local = rel * np.conj(heading[i])                           # mover frame, heading +x
         along, across = local.real, local.imag
-        step = length[m]
-        ahead = blocker & (along > 0.0) & (along < step[:, None] + rs) & (np.abs(across) < rs)
-        if ahead.any():
-            key = np.where(ahead, along, np.inf)
-            first = key.argmin(axis=1)
-            rows = np.flatnonzero(np.isfinite(key[np.arange(m.size), first]))
-            j = first[rows]
-            c = across[rows, j]
-            side = np.where(c > 0, -1.0, np.where(c < 0, 1.0, np.where(m[rows] % 2 == 0, 1.0, -1.0)))
-            waypoint = along[rows, j] + 1j * (c + side * (rs[rows, j] + COLLISION_TOL))
-            heading[m[rows]] = heading[m[rows]] * waypoint / np.abs(waypoint)
-            local = rel * np.conj(heading[m])[:, None]
-            along, across = local.real, local.imag
-        # Stop at the first contact with a blocker along the (new) heading.
-        hit = blocker & (along > 0.0) & (np.abs(across) < rs)
-        if hit.any():
-            t = along - np.sqrt(np.maximum(rs * rs - across * across, 0.0))
-            t = np.where(hit, np.maximum(t, 0.0), np.inf).min(axis=1)
-            length[m] = np.minimum(step, t)
-        return heading
+        ahead = avoid & (along > 0.0) & (along < length[i] + rs) & (np.abs(across) < rs)
+        first = _segment_min(mi, np.where(ahead, along, np.inf), m.size, np.inf)
+        turn = np.isfinite(first)
+        self._side[m[~turn]] = 0.0
+        if turn.any():
+            pick = _first_per_row(mi, ahead & (along == first[mi]))
+            mt = m[mi[pick]]
+            c = across[pick]
+            side = self._side[mt]
+            fresh = side == 0.0
+            side[fresh] = np.where(c[fresh] > 0, -1.0, np.where(c[fresh] < 0, 1.0,
+                                                               np.where(mt[fresh] % 2 == 0, 1.0, -1.0)))
+            self._side[mt] = side
+            to = rel[pick]
+            d = np.abs(to)
+            angle = np.arcsin(np.minimum((rs[pick] + COLLISION_TOL) / np.maximum(d, _EPS), 1.0))
+            heading[mt] = to / np.maximum(d, _EPS) * np.exp(1j * side * angle)
+        share = np.where(solid, 1.0, 0.5)          # of a closing speed that the mover takes up
+        qc = (rel * np.conj(rel)).real - rs * rs                    # <= 0: touching
+        touching = qc <= 2.0 * COLLISION_TOL * rs
+        gap_dist = np.sqrt(np.maximum(qc + rs * rs, _EPS))
+        for _ in range(_STEER_ROUNDS):
+            vel = heading * length                                  # [n] displacement this tick
+            dv = vel[j] - vel[i]                                    # relative velocity per pair
+            qb = (rel * np.conj(dv)).real                           # < 0: closing
+            closing = qb < 0.0
+            if not closing.any():
+                return
+            changed = False
+            slide = closing & touching
+            if slide.any():
+                # Touching and closing: give up this mover's share of the closing speed along
+                # the most closing contact.
+                rate = np.where(slide, qb / gap_dist, 0.0)
+                worst = _segment_min(mi, rate, m.size, 0.0)
+                pick = _first_per_row(mi, slide & (rate == worst[mi]) & (rate < 0.0))
+                rows = m[mi[pick]]
+                v = vel[rows] + share[pick] * rate[pick] * rel[pick] / gap_dist[pick]
+                speed = np.abs(v)
+                length[rows] = speed
+                heading[rows] = np.where(speed > _EPS, v / np.maximum(speed, _EPS), heading[rows])
+                changed = True
+                vel = heading * length
+                dv = vel[j] - vel[i]
+                qb = (rel * np.conj(dv)).real
+            qa = (dv * np.conj(dv)).real
+            ahead = (qb < 0.0) & (qa > _EPS) & ~touching
+            disc = qb * qb - qa * qc
+            tau = (-qb - np.sqrt(np.maximum(disc, 0.0))) / np.maximum(qa, _EPS)
+            contact = ahead & (disc >= 0.0) & (tau < 1.0)
+            if contact.any():
+                frac = np.minimum(_segment_min(mi, np.where(contact, np.maximum(tau, 0.0), 1.0), m.size, 1.0), 1.0)
+                if (frac < 1.0).any():
+                    length[m] *= frac
+                    changed = True
+            if not changed:
+                return
 
     def _walkable(self, p: np.ndarray) -> np.ndarray:
         """Whether each unit could stand at p (its own grid; air anywhere on the map) -> bool [n].
 
         The grids carry a border of blocked cells wide enough for one tick of movement, so
         positions just outside the map need no clipping."""
-        # floor first: x + _BORDER can round up to the next integer when x is just below one
-        cx = np.floor(p.real).astype(np.int64) + _BORDER
-        cy = np.floor(p.imag).astype(np.int64) + _BORDER
-        np.clip(cx, 0, self._padded.shape[1] - 1, out=cx)
-        np.clip(cy, 0, self._padded.shape[2] - 1, out=cy)
-        return self._padded[self._grid_of, cx, cy]
+        return self._inside(self._padded[self._grid_of, self._cell_x(p.real), self._cell_y(p.imag)], p)
 
-    def _route(self, i: int, wanted: complex, dest: complex, straight_ok: bool) -> complex:
-        """Position of unit i after a move that the straight line cannot make (or while it is
-        detouring): follow the flow field round the obstacle until the way ahead is open again,
-        else slide along the wall."""
-        z = complex(self._z[i])
-        cell = (int(z.real), int(z.imag))
-        goal = (min(max(int(dest.real), 0), self.map_x - 1),
-                min(max(int(dest.imag), 0), self.map_y - 1))
-        flows = self._flows[self._grid_of[i]]
-        open_ahead = flows.field(goal)[cell] <= max(abs(goal[0] - cell[0]), abs(goal[1] - cell[1]))
-        if open_ahead and straight_ok:
-            self._detour[i] = False
-            return wanted
-        centre = flows.next_cell_centre(cell, goal) if cell != goal else None
-        if centre is not None:
-            towards = centre - z
-            p = z + towards * min(1.0, abs(wanted - z) / max(abs(towards), _EPS))
-            if self._walkable_point(i, p):
-                self._detour[i] = True
-                return p
-        self._detour[i] = False
-        for p in (complex(wanted.real, z.imag), complex(z.real, wanted.imag)):
-            if self._walkable_point(i, p):
-                return p
-        return z
+    @staticmethod
+    def _inside(parts: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """Whether points p lie in the walkable parts of their cells (codes of _cell_parts)."""
+        whole = parts == _WHOLE
+        if not ((parts != 0) & ~whole).any():
+            return whole
+        fx, fy = p.real - np.floor(p.real), p.imag - np.floor(p.imag)
+        low, high = fx + fy <= 1.0, fx + fy >= 1.0
+        return whole | (((parts & 1) > 0) & low) | (((parts & 2) > 0) & (fx >= fy)) \
+            | (((parts & 4) > 0) & (fy >= fx)) | (((parts & 8) > 0) & high)
+
+    def _cell_x(self, x: np.ndarray) -> np.ndarray:
+        """Padded-grid column of world x (floor first: x + _BORDER can round up to the next
+        integer when x is just below one; far outside the map -> the blocked border)."""
+        c = np.floor(x).astype(np.int64)
+        c += _BORDER
+        np.maximum(c, 0, out=c)
+        return np.minimum(c, self._padded.shape[1] - 1, out=c)
+
+    def _cell_y(self, y: np.ndarray) -> np.ndarray:
+        c = np.floor(y).astype(np.int64)
+        c += _BORDER
+        np.maximum(c, 0, out=c)
+        return np.minimum(c, self._padded.shape[2] - 1, out=c)
 
     def _shoot(self, start: np.ndarray, k: int) -> None:
         """Fire every weapon that is ready within this tick, in loop order.
@@ -673,20 +906,30 @@ class BuiltinEngine:
         push enemy units). A sweep moves each unit by the mean of its pairs' corrections
         (over-relaxed), the usual stable form of this iteration. A unit that a push would put on
         an unpathable cell slides along the wall or, failing that, stays put and counts as
-        immobile for the rest of the solve."""
+        immobile for the rest of the solve. When the rules cannot be met (a unit squeezed
+        between units it must yield to, or pushed into pairs not watched yet), every unit
+        shares by mass: after COLLISION_RULE_ITERS sweeps, and in every later round."""
         z = self._z
         n = self.n
-        for _ in range(3):  # a pair pushed into contact during a solve is taken up in the next
+        # Only a unit that moved this tick can have run into another (the last solve left none).
+        mv = np.flatnonzero(self._last_step > 0.0)
+        if mv.size == 0:
+            return
+        gap = np.abs(z[mv, None] - z[None, :] + self._tie[mv]) - self._rsum_live[mv]
+        if gap.min() >= -COLLISION_TOL:
+            return
+        for rnd in range(_SEP_ROUNDS):  # pairs pushed into contact during a solve: the next
             gap = np.abs(z[:, None] - z[None, :] + self._tie) - self._rsum_live   # [n, n]
             if gap.min() >= -COLLISION_TOL:
                 return
-            a, b = np.nonzero(np.triu(gap < _SEP_MARGIN, 1))
+            # The watched pairs widen round by round (a unit squeezed from both sides moves far).
+            a, b = np.nonzero(np.triu(gap < _SEP_MARGIN * (1 + rnd), 1))
             rsum = self._rsum_live[a, b]
             tie = self._tie[a, b]
             fixed = rank == _R_FIXED
             share_a, share_b = self._shares(a, b, rank)
             for sweep in range(COLLISION_MAX_ITERS):
-                if sweep == COLLISION_RULE_ITERS:
+                if sweep == COLLISION_RULE_ITERS or (sweep == 0 and rnd > 0):
                     # Jammed (a unit squeezed where it cannot give way enough): everyone yields.
                     share_a, share_b = self._shares(a, b, np.where(fixed, _R_FIXED, _R_IDLE), True)
                 d = z[a] - z[b] + tie
@@ -696,7 +939,7 @@ class BuiltinEngine:
                     break
                 touching = over > 0.0
                 push = np.where(touching, over / np.maximum(dist, _EPS), 0.0) * d  # a off b fully
-                wa, wb = touching * share_a, touching * share_b
+                wa, wb = touching & (share_a > 0.0), touching & (share_b > 0.0)
                 pa, pb = push * share_a, push * share_b
                 count = np.bincount(a, wa, n) + np.bincount(b, wb, n)
                 step = (_SEP_RELAX / np.maximum(count, 1.0)) * (
@@ -723,17 +966,20 @@ class BuiltinEngine:
     def _shares(self, a: np.ndarray, b: np.ndarray, rank: np.ndarray,
                 by_mass_only: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Fraction of each pair's correction taken by a and by b (pushing rules, see _separate).
-        Two immobile-ranked units share by mass unless neither can move at all."""
-        cross = self._is_enemy[a] != self._is_enemy[b] if not by_mass_only else np.zeros(a.size, bool)
-        ra = np.where(cross & (rank[a] == _R_IDLE), _R_ANCHORED, rank[a])
-        rb = np.where(cross & (rank[b] == _R_IDLE), _R_ANCHORED, rank[b])
+
+        The rules proper act in the movement (_steer: movers never walk into units they cannot
+        push); here they only decide the one case the movement leaves to the solver, a mover
+        pushing an idle friend, who gives way. Everything else shares by mass; a unit that
+        cannot move (a structure, or one pinned against a wall) takes no share."""
         ma, mb = self._mass[a], self._mass[b]
-        by_mass = mb / (ma + mb)
-        share_a = np.where(ra < rb, 1.0, np.where(ra > rb, 0.0, by_mass))
-        share_a[~self._mobile[a]] = 0.0
-        share_a[~self._mobile[b] & self._mobile[a]] = 1.0
-        share_b = 1.0 - share_a
-        share_b[~self._mobile[b]] = 0.0
+        share_a = mb / (ma + mb)
+        if not by_mass_only:
+            same = self._is_enemy[a] == self._is_enemy[b]
+            share_a = np.where(same & (rank[a] == _R_IDLE) & (rank[b] == _R_MOVING), 1.0,
+                               np.where(same & (rank[b] == _R_IDLE) & (rank[a] == _R_MOVING), 0.0, share_a))
+        fa, fb = rank[a] == _R_FIXED, rank[b] == _R_FIXED
+        share_a = np.where(fa, 0.0, np.where(fb, 1.0, share_a))
+        share_b = np.where(fb, 0.0, 1.0 - share_a)
         return share_a, share_b
 
     def _regenerate(self, k: int) -> None:
