@@ -109,6 +109,13 @@ def test_exp_schedule_values():
     assert DecayThenFlatSchedule(0.5, 0.05, 100000, decay="exp").eval(10000) == 0.5
 
 
+@pytest.mark.parametrize("decay", ["linear", "exp"])
+def test_a_flat_schedule_of_one_explores_throughout(decay):
+    """epsilon_start = epsilon_finish = 1: the uniform data of the matrix-game studies (QTRAN, WQMIX, QPLEX)."""
+    schedule = DecayThenFlatSchedule(1.0, 1.0, 100000, decay=decay)
+    assert [schedule.eval(t) for t in (0, 50000, 10**7)] == [1.0, 1.0, 1.0]
+
+
 def test_schedule_rejects_bad_input():
     with pytest.raises(ValueError, match="unknown decay 'cosine'"):
         DecayThenFlatSchedule(1.0, 0.05, 100, decay="cosine")

@@ -48,8 +48,9 @@ def sc2_tokens(qmix_sc2, *tokens) -> list:
     ("seed=abc", "seed='abc' has the wrong type: expected int"),
     ("accumulated_episodes=4", "unknown config key 'accumulated_episodes' (with accumulated_episodes=4): not "
                                "supported: PyMARL2's run loop (ippo.yaml) skips the training step with it"),
-    ("n_attention_head=4", "unknown config key 'n_attention_head' (with n_attention_head=4): a setting of "
-                           "PyMARL2's Qatten, which marlkit does not ship yet"),
+    ("critic_coef=0.5", "unknown config key 'critic_coef' (with critic_coef=0.5): a setting of "
+                        "PyMARL2's IPPO, which marlkit does not ship yet"),
+    ("agent_own_state_size=abc", "agent_own_state_size='abc' has the wrong type: expected bool or int, got str"),
 ])
 def test_bad_with_updates_are_rejected(qmix_sc2, token, message):
     with pytest.raises(UsageError) as error:
@@ -70,6 +71,8 @@ def test_bad_with_updates_are_rejected(qmix_sc2, token, message):
     ("env_args.map_name=corridor", "env_args.map_name=corridor"),
     ("env_args.window_size_x=640", "env_args.window_size_x=640"),  # the constructor's argument, not in the YAML
     ("use_per=True", "use_per=True"),
+    ("agent_own_state_size=4", "agent_own_state_size=4"),  # True (from the env) or a size
+    ("agent_own_state_size=True", "agent_own_state_size=True"),
 ])
 def test_good_with_updates_pass_as_sacred_should_read_them(qmix_sc2, token, sacred_token):
     assert sc2_tokens(qmix_sc2, token) == [sacred_token]

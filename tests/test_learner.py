@@ -65,19 +65,19 @@ def make_scheme(n_agents: int, n_actions: int, state_dim: int, obs_dim: int):
                          "obs_shape": obs_dim})
 
 
-def make_batch(seed: int = 0) -> EpisodeBatch:
+def make_batch(seed: int = 0, n_agents: int = N_AGENTS, state_dim: int = STATE_DIM) -> EpisodeBatch:
     """Episode 0 terminates after 2 transitions; episode 1 is cut by the limit after 4."""
     gen = th.Generator().manual_seed(seed)
-    scheme, groups, preprocess = make_scheme(N_AGENTS, N_ACTIONS, STATE_DIM, OBS_DIM)
+    scheme, groups, preprocess = make_scheme(n_agents, N_ACTIONS, state_dim, OBS_DIM)
     batch = EpisodeBatch(scheme, groups, 2, T, preprocess=preprocess)
     for episode, n_steps in ((0, 2), (1, T - 1)):
-        avail = th.ones(n_steps + 1, N_AGENTS, N_ACTIONS, dtype=th.int)  # [t, agents, actions]
-        avail[:, :, -1] = (th.rand(n_steps + 1, N_AGENTS, generator=gen) < 0.5).int()
-        actions = th.randint(0, N_ACTIONS - 1, (n_steps + 1, N_AGENTS, 1), generator=gen)
+        avail = th.ones(n_steps + 1, n_agents, N_ACTIONS, dtype=th.int)  # [t, agents, actions]
+        avail[:, :, -1] = (th.rand(n_steps + 1, n_agents, generator=gen) < 0.5).int()
+        actions = th.randint(0, N_ACTIONS - 1, (n_steps + 1, n_agents, 1), generator=gen)
         terminated = th.zeros(n_steps, 1, dtype=th.uint8)
         terminated[-1] = int(episode == 0)
-        batch.update({"state": th.randn(n_steps + 1, STATE_DIM, generator=gen),
-                      "obs": th.randn(n_steps + 1, N_AGENTS, OBS_DIM, generator=gen),
+        batch.update({"state": th.randn(n_steps + 1, state_dim, generator=gen),
+                      "obs": th.randn(n_steps + 1, n_agents, OBS_DIM, generator=gen),
                       "avail_actions": avail, "actions": actions}, bs=episode, ts=slice(0, n_steps + 1))
         batch.update({"reward": th.rand(n_steps, 1, generator=gen), "terminated": terminated},
                      bs=episode, ts=slice(0, n_steps))
@@ -277,9 +277,7 @@ def test_iql_targets_are_per_agent():
     learner, _ = make_learner(mixer=None)
     batch = make_batch()
     mac_out, target_mac_out = learner._unroll(batch)  # [2, T, n_agents, n_actions] each
-    terminated = batch["terminated"][:, :-1].float()
-    mask = learner._valid_step_mask(batch, terminated)
-    targets = learner._targets(batch, mac_out, target_mac_out, batch["reward"][:, :-1], terminated, mask)
+    targets = learner._targets(batch, mac_out, target_mac_out, learner._transitions(batch))
     assert learner.mixer is None and learner.target_mixer is None
     assert targets.shape == (2, T - 1, N_AGENTS)
     # Episode 0 terminated at t=1: its later targets are exactly 0.

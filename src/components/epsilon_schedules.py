@@ -22,8 +22,12 @@ class DecayThenFlatSchedule:
         self.time_length = time_length
         self.decay = decay
         self.delta = (start - finish) / time_length
-        # With finish <= 0 the exp curve can never reach it; PyMARL2 then uses scale 1.
-        self.exp_scaling = -time_length / math.log(finish) if finish > 0 else 1.0
+        # With finish <= 0 the exp curve can never reach it; PyMARL2 then uses scale 1. With finish >= 1
+        # it is reached at once (exp(-T / inf) = 1, clipped to [finish, start]; PyMARL2's numpy gives the same).
+        if finish >= 1:
+            self.exp_scaling = math.inf
+        else:
+            self.exp_scaling = -time_length / math.log(finish) if finish > 0 else 1.0
 
     def eval(self, T: float) -> float:
         if self.decay == "linear":

@@ -1,9 +1,13 @@
 """Multi-agent controllers (MACs): build agent inputs from a batch, run the shared agent network,
 and pick actions."""
 from .basic_controller import BasicMAC
+from .central_controller import CentralBasicMAC
+from .conv_controller import ConvMAC
 from .n_controller import NMAC
 
 REGISTRY = {
     "basic_mac": BasicMAC,
     "n_mac": NMAC,
+    "conv_mac": ConvMAC,
+    "basic_central_mac": CentralBasicMAC,
 }

@@ -33,6 +33,8 @@ class BasicMAC:
     type), so the replay buffer need not keep a one-hot copy of every action.
     """
 
+    AGENT_FILE = "agent.th"  # the agent network's file in a checkpoint folder
+
     def __init__(self, scheme: dict, groups: dict, args: SimpleNamespace):
         self.n_agents = args.n_agents
         self.n_actions = args.n_actions
@@ -75,16 +77,18 @@ class BasicMAC:
         agent_outs = self.agent.forward_sequence(inputs)  # [bs, T, n_agents, n_actions]
         return self._outputs(agent_outs, ep_batch["avail_actions"])
 
-    def forward_sequence_pair(self, other: "BasicMAC", ep_batch: EpisodeBatch) -> tuple[th.Tensor, th.Tensor]:
+    def forward_sequence_pair(self, other: "BasicMAC", ep_batch: EpisodeBatch, with_memory: bool = False) -> tuple:
         """forward_sequence of this controller (with gradients) and of `other` (the learner's target
         controller: same agent sizes; without gradients): the same values as two calls, with the
-        inputs built once and both agents' GRUs stepping through time in one loop (cheaper on a CPU)."""
+        inputs built once and both agents' GRUs stepping through time in one loop (cheaper on a CPU).
+        With `with_memory` the two agents' memories after each step [bs, T, n_agents, hidden] follow."""
         inputs = self.build_sequence_inputs(ep_batch)  # [bs, T, n_agents, input], shared
-        agent_outs, other_outs = self.agent.forward_sequence_pair(other.agent, inputs)  # [bs, T, n_agents, n_actions]
+        agent_outs, other_outs, *memories = self.agent.forward_sequence_pair(
+            other.agent, inputs, with_memory=with_memory)  # [bs, T, n_agents, n_actions] each
         avail_actions = ep_batch["avail_actions"]
         with th.no_grad():
             other_outs = other._outputs(other_outs, avail_actions)
-        return self._outputs(agent_outs, avail_actions), other_outs
+        return (self._outputs(agent_outs, avail_actions), other_outs, *memories)
 
     def _outputs(self, agent_outs: th.Tensor, avail_actions: th.Tensor) -> th.Tensor:
         """Policies from raw agent outputs (pi_logits), else the outputs unchanged; any leading dims."""
@@ -111,10 +115,10 @@ class BasicMAC:
         self.agent.cuda()
 
     def save_models(self, path: str) -> None:
-        th.save(self.agent.state_dict(), os.path.join(path, "agent.th"))
+        th.save(self.agent.state_dict(), os.path.join(path, self.AGENT_FILE))
 
     def load_models(self, path: str) -> None:
-        state = th.load(os.path.join(path, "agent.th"), map_location="cpu")
+        state = th.load(os.path.join(path, self.AGENT_FILE), map_location="cpu")
         self.agent.load_state_dict(state)
 
     def _build_agent(self, input_shape: int):

@@ -1,8 +1,14 @@
 """Learners turn sampled episode batches into parameter updates: REGISTRY[name](mac, scheme, logger, args)."""
+from .dmaq_qatten_learner import DMAQLearner
+from .max_q_learner import MaxQLearner
 from .nq_learner import NQLearner
 from .q_learner import QLearner
+from .qtran_learner import QTranLearner
 
 REGISTRY = {
     "q_learner": QLearner,
     "nq_learner": NQLearner,
+    "dmaq_qatten_learner": DMAQLearner,  # QPLEX
+    "max_q_learner": MaxQLearner,  # OW-QMIX, CW-QMIX
+    "qtran_learner": QTranLearner,  # QTRAN
 }

@@ -47,7 +47,7 @@ import torch as th
 from components.episode_buffer import EpisodeBatch
 from utils.rl_utils import build_q_lambda_targets, build_td_lambda_targets
 
-from .q_learner import QLearner
+from .q_learner import QLearner, Transitions
 
 
 class NQLearner(QLearner):
@@ -56,16 +56,21 @@ class NQLearner(QLearner):
 
     MIXER_ALIASES = {}
 
-    def _targets(self, batch: EpisodeBatch, mac_out: th.Tensor, target_mac_out: th.Tensor, rewards: th.Tensor,
-                 terminated: th.Tensor, mask: th.Tensor) -> th.Tensor:
+    def _targets(self, batch: EpisodeBatch, mac_out: th.Tensor, target_mac_out: th.Tensor,
+                 data: Transitions) -> th.Tensor:
         """Lambda-returns [bs, T-1, k] on the (double-Q) greedy target values of every stored step."""
         target_max_qvals = self._greedy_target_qvals(batch, mac_out, target_mac_out, start=0)  # [bs, T, n_agents]
         target_max_qvals = self._mix_target(target_max_qvals, batch["state"])  # [bs, T, k]
+        return self._lambda_returns(batch, target_mac_out, target_max_qvals, data)
 
+    def _lambda_returns(self, batch: EpisodeBatch, target_mac_out: th.Tensor, target_max_qvals: th.Tensor,
+                        data: Transitions) -> th.Tensor:
+        """TD(lambda) returns on target_max_qvals [bs, T, k], or with q_lambda Peng's Q(lambda) with the
+        target networks' (mixed) values of the actions taken: [bs, T-1, k]."""
         if getattr(self.args, "q_lambda", False):
             taken_qvals = th.gather(target_mac_out, 3, batch["actions"].long()).squeeze(3)  # [bs, T, n_agents]
             taken_qvals = self._mix_target(taken_qvals, batch["state"])  # [bs, T, k]
-            return build_q_lambda_targets(rewards, terminated, mask, target_max_qvals, taken_qvals,
+            return build_q_lambda_targets(data.rewards, data.terminated, data.mask, target_max_qvals, taken_qvals,
                                           self.args.gamma, self.args.td_lambda)
-        return build_td_lambda_targets(rewards, terminated, mask, target_max_qvals,
+        return build_td_lambda_targets(data.rewards, data.terminated, data.mask, target_max_qvals,
                                        self.args.n_agents, self.args.gamma, self.args.td_lambda)

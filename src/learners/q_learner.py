@@ -30,7 +30,7 @@ Life of a batch in ``train`` (T = batch.max_seq_length: T - 1 transitions and th
 import copy
 import os
 from types import SimpleNamespace
-from typing import Optional
+from typing import Callable, NamedTuple, Optional
 
 import torch as th
 from torch.optim import Adam, RMSprop
@@ -69,12 +69,66 @@ def unroll_stepwise(mac, batch: EpisodeBatch) -> th.Tensor:
     return th.stack([mac.forward(batch, t=t) for t in range(batch.max_seq_length)], dim=1)
 
 
+class Transitions(NamedTuple):
+    """A batch's per-transition quantities: rewards, terminated and the valid-step mask [bs, T-1, 1],
+    the actions taken [bs, T-1, n_agents, 1] (long)."""
+    rewards: th.Tensor
+    actions: th.Tensor
+    terminated: th.Tensor
+    mask: th.Tensor
+
+
+class LossOutput(NamedTuple):
+    """A learner's loss, a function giving its stats to log (called only when they are logged), the
+    masked TD error [bs, T-1, k] with its mask, from which prioritized replay takes priorities, and the
+    agents' Q-values [bs, T, n_agents, n_actions] (the matrix game's table shows them)."""
+    loss: th.Tensor
+    stats: Callable[[], dict]
+    masked_td_error: th.Tensor
+    mask: th.Tensor
+    mac_out: th.Tensor
+
+
+def masked_squared_error(values: th.Tensor, targets: th.Tensor, mask: th.Tensor,
+                         per_weight: th.Tensor | None = None, half: bool = True,
+                         weights: th.Tensor | None = None) -> tuple:
+    """(loss, masked TD error, mask) of values against targets [bs, T-1, k]: the (half, PyMARL2's) squared
+    error summed over valid entries (each weighted by `weights` [bs, T-1, k] and its episode's per_weight
+    [bs]) over their number."""
+    td_error = values - targets  # [bs, T-1, k]
+    mask = mask.expand_as(td_error)  # [bs, T-1, k]
+    masked_td_error = td_error * mask
+    squared_error = masked_td_error.pow(2) * (0.5 if half else 1.0)  # [bs, T-1, k]
+    if weights is not None:
+        squared_error = squared_error * weights
+    if per_weight is not None:
+        squared_error = squared_error * per_weight.to(squared_error).view(-1, 1, 1)
+    return squared_error.sum() / mask.sum(), masked_td_error, mask
+
+
+def td_stats(loss: th.Tensor, masked_td_error: th.Tensor, chosen: th.Tensor, targets: th.Tensor,
+             mask: th.Tensor, n_agents: int, loss_name: str = "loss_td") -> dict:
+    """PyMARL2's learner stats: the loss, the mean |TD error| over valid entries, and the chosen Q and
+    target means per agent (Q_tot / n_agents with a mixer)."""
+    per_agent = mask[..., 0].sum().item() * n_agents
+    return {loss_name: loss.item(), "td_error_abs": masked_td_error.abs().sum().item() / mask.sum().item(),
+            "q_taken_mean": (chosen * mask).sum().item() / per_agent,
+            "target_mean": (targets * mask).sum().item() / per_agent}
+
+
+def one_hot(actions: th.Tensor, n_actions: int) -> th.Tensor:
+    """Actions [..., 1] (integers) -> one-hot [..., n_actions] in float32."""
+    return th.nn.functional.one_hot(actions.squeeze(-1).long(), n_actions).float()
+
+
 class QLearner:
     """Trains ``mac`` (and the mixer named by ``args.mixer``; None = independent Q-learning)."""
 
     # Mixer names this learner maps to another registry entry (PyMARL2's q_learner builds its
     # original QMixer for "qmix").
     MIXER_ALIASES = {"qmix": "qmix_original"}
+    # The mixers this learner trains: those that mix [b, t, n_agents] Q-values with the state.
+    MIXERS = ("qmix", "qmix_original", "vdn", "qatten")
 
     def __init__(self, mac, scheme: dict, logger, args: SimpleNamespace):
         self.args = args
@@ -86,10 +140,10 @@ class QLearner:
         self.target_mixer = copy.deepcopy(self.mixer)
         if self.mixer is not None:
             self.params += list(self.mixer.parameters())
-        self.optimiser = self._make_optimiser(args)
-
         # A deep copy duplicates the action selector too, but works for any controller.
         self.target_mac = copy.deepcopy(mac)
+        self.params += self._extra_networks(scheme, args)
+        self.optimiser = self._make_optimiser(args)
         self.unroll = getattr(args, "train_unroll", "fused")
         if self.unroll not in UNROLLS:
             raise ValueError(f"unknown train_unroll '{self.unroll}'; use one of: {', '.join(UNROLLS)}")
@@ -105,11 +159,16 @@ class QLearner:
     def _make_mixer(self, args: SimpleNamespace) -> Optional[th.nn.Module]:
         if args.mixer is None:
             return None
-        name = self.MIXER_ALIASES.get(args.mixer, args.mixer)
-        if name not in mixer_REGISTRY:
-            raise ValueError(f"unknown mixer '{args.mixer}'; known mixers: "
-                             f"{', '.join(sorted(mixer_REGISTRY))} (or null for independent Q-learning)")
-        return mixer_REGISTRY[name](args)
+        if args.mixer not in self.MIXERS:
+            known = f"{getattr(args, 'learner', type(self).__name__)} trains the mixers {', '.join(self.MIXERS)}"
+            if args.mixer in mixer_REGISTRY:
+                raise ValueError(f"mixer '{args.mixer}' needs another learner: {known} (see the algorithm YAMLs)")
+            raise ValueError(f"unknown mixer '{args.mixer}'; {known}")
+        return mixer_REGISTRY[self.MIXER_ALIASES.get(args.mixer, args.mixer)](args)
+
+    def _extra_networks(self, scheme: dict, args: SimpleNamespace) -> list:
+        """Build a subclass's further networks (and their targets); returns their trained parameters."""
+        return []
 
     def _make_optimiser(self, args: SimpleNamespace) -> th.optim.Optimizer:
         name = getattr(args, "optimizer", "rmsprop")
@@ -126,33 +185,15 @@ class QLearner:
 
         With prioritized replay `per_weight` holds the episodes' importance weights [bs], and the
         returned dict their new priorities as "td_errors_abs" [bs] (PyMARL2's key); else it is empty."""
-        rewards = batch["reward"][:, :-1]  # [bs, T-1, 1]
-        actions = batch["actions"][:, :-1].long()  # [bs, T-1, n_agents, 1]
-        terminated = batch["terminated"][:, :-1].float()  # [bs, T-1, 1]
-        mask = self._valid_step_mask(batch, terminated)  # [bs, T-1, 1]
-
+        data = self._transitions(batch)
         self.mac.agent.train()
         self.target_mac.agent.train()
-        mac_out, target_mac_out = self._unroll(batch)  # [bs, T, n_agents, n_actions] each
-        chosen_action_qvals = th.gather(mac_out[:, :-1], dim=3, index=actions).squeeze(3)  # [bs, T-1, n_agents]
-
-        with th.no_grad():
-            targets = self._targets(batch, mac_out, target_mac_out, rewards, terminated, mask)  # [bs, T-1, k]
-
-        if self.mixer is not None:
-            chosen_action_qvals = self._mix(self.mixer, chosen_action_qvals, batch["state"][:, :-1])  # [bs, T-1, 1]
-
-        td_error = chosen_action_qvals - targets  # [bs, T-1, k]
-        mask = mask.expand_as(td_error)  # [bs, T-1, k]
-        masked_td_error = td_error * mask
-        squared_error = 0.5 * masked_td_error.pow(2)  # [bs, T-1, k]
-        if per_weight is not None:
-            squared_error = squared_error * per_weight.to(squared_error).view(-1, 1, 1)
-        loss = squared_error.sum() / mask.sum()
-        _check_finite("loss", loss, t_env)
-
+        out = self._loss(batch, data, per_weight)
+        _check_finite("loss", out.loss, t_env)
         self.optimiser.zero_grad()
-        loss.backward()
+        out.loss.backward()
+        logging = t_env - self.log_stats_t >= self.args.learner_log_interval
+        gradient_stats = self._gradient_stats() if logging else {}  # before clipping changes the gradients
         grad_norm = th.nn.utils.clip_grad_norm_(self.params, self.args.grad_norm_clip)
         _check_finite("gradient norm", grad_norm, t_env)  # a step with it would make every weight NaN
         self.optimiser.step()
@@ -161,14 +202,40 @@ class QLearner:
             self._update_targets()
             self.last_target_update_episode = episode_num
 
-        if t_env - self.log_stats_t >= self.args.learner_log_interval:
-            self._log_stats(t_env, loss, grad_norm, masked_td_error, chosen_action_qvals, targets, mask)
+        if logging:
             if self.args.env == "one_step_matrix_game":
-                self._log_matrix(batch, mac_out)
+                self._log_matrix(batch, out.mac_out)
+            for key, value in {**out.stats(), **gradient_stats, "grad_norm": grad_norm.item()}.items():
+                self.logger.log_stat(key, value, t_env)
             self.log_stats_t = t_env
         if per_weight is None:
             return {}
-        return {"td_errors_abs": self._priorities(rewards, masked_td_error.detach(), mask)}
+        return {"td_errors_abs": self._priorities(data.rewards, out.masked_td_error.detach(), out.mask)}
+
+    def _gradient_stats(self) -> dict:
+        """Stats of the gradients before clipping, logged with the others (none here)."""
+        return {}
+
+    def _transitions(self, batch: EpisodeBatch) -> "Transitions":
+        rewards = batch["reward"][:, :-1]  # [bs, T-1, 1]
+        actions = batch["actions"][:, :-1].long()  # [bs, T-1, n_agents, 1]
+        terminated = batch["terminated"][:, :-1].float()  # [bs, T-1, 1]
+        return Transitions(rewards, actions, terminated, self._valid_step_mask(batch, terminated))
+
+    def _loss(self, batch: EpisodeBatch, data: "Transitions", per_weight: th.Tensor | None) -> "LossOutput":
+        """The masked squared TD error of the (mixed) chosen-action Q-values against _targets."""
+        mac_out, target_mac_out = self._unroll(batch)  # [bs, T, n_agents, n_actions] each
+        chosen_action_qvals = th.gather(mac_out[:, :-1], dim=3, index=data.actions).squeeze(3)  # [bs, T-1, n_agents]
+        with th.no_grad():
+            targets = self._targets(batch, mac_out, target_mac_out, data)  # [bs, T-1, k]
+        if self.mixer is not None:
+            chosen_action_qvals = self._mix(self.mixer, chosen_action_qvals, batch["state"][:, :-1])  # [bs, T-1, 1]
+        loss, masked_td_error, mask = masked_squared_error(chosen_action_qvals, targets, data.mask, per_weight)
+
+        def stats() -> dict:
+            return td_stats(loss, masked_td_error, chosen_action_qvals, targets, mask, self.args.n_agents)
+
+        return LossOutput(loss, stats, masked_td_error, mask, mac_out)
 
     @staticmethod
     def _valid_step_mask(batch: EpisodeBatch, terminated: th.Tensor) -> th.Tensor:
@@ -177,16 +244,18 @@ class QLearner:
         after_terminal = th.cat([th.zeros_like(terminated[:, :1]), terminated[:, :-1]], dim=1)  # [bs, T-1, 1]
         return filled * (1 - after_terminal)
 
-    def _unroll(self, batch: EpisodeBatch) -> tuple[th.Tensor, th.Tensor]:
+    def _unroll(self, batch: EpisodeBatch, mac=None, target_mac=None) -> tuple[th.Tensor, th.Tensor]:
         """Q-values of the online controller (with gradients) and of the target controller (without)
-        over the whole episodes from fresh memory: two [bs, T, n_agents, n_actions], in float32."""
+        over the whole episodes from fresh memory: two [bs, T, n_agents, n_actions], in float32.
+        The learner's mac and target_mac unless others are given."""
+        mac, target_mac = mac or self.mac, target_mac or self.target_mac
         with self._autocast(batch):
             if self.unroll == "stepwise":
-                mac_out = unroll_stepwise(self.mac, batch)
+                mac_out = unroll_stepwise(mac, batch)
                 with th.no_grad():
-                    target_mac_out = unroll_stepwise(self.target_mac, batch)
+                    target_mac_out = unroll_stepwise(target_mac, batch)
             else:
-                mac_out, target_mac_out = self.mac.forward_sequence_pair(self.target_mac, batch)
+                mac_out, target_mac_out = mac.forward_sequence_pair(target_mac, batch)
         return mac_out.float(), target_mac_out.float()
 
     def _mix(self, mixer: th.nn.Module, agent_qs: th.Tensor, states: th.Tensor) -> th.Tensor:
@@ -211,12 +280,12 @@ class QLearner:
         greedy_actions = online_qs.max(dim=3, keepdim=True)[1]  # [bs, T - start, n_agents, 1]
         return th.gather(target_qs, 3, greedy_actions).squeeze(3)
 
-    def _targets(self, batch: EpisodeBatch, mac_out: th.Tensor, target_mac_out: th.Tensor, rewards: th.Tensor,
-                 terminated: th.Tensor, mask: th.Tensor) -> th.Tensor:
+    def _targets(self, batch: EpisodeBatch, mac_out: th.Tensor, target_mac_out: th.Tensor,
+                 data: "Transitions") -> th.Tensor:
         """One-step targets r_t + gamma * (1 - d_t) * (mixed) greedy target Q at t+1: [bs, T-1, k]."""
         target_max_qvals = self._greedy_target_qvals(batch, mac_out, target_mac_out, start=1)  # [bs, T-1, n_agents]
         target_max_qvals = self._mix_target(target_max_qvals, batch["state"][:, 1:])  # [bs, T-1, k]
-        return rewards + self.args.gamma * (1 - terminated) * target_max_qvals
+        return data.rewards + self.args.gamma * (1 - data.terminated) * target_max_qvals
 
     def _mix_target(self, agent_qs: th.Tensor, states: th.Tensor) -> th.Tensor:
         """[bs, T', n_agents] -> [bs, T', 1] through the target mixer; unchanged without a mixer."""
@@ -235,26 +304,21 @@ class QLearner:
             return (returns - self.priority_min) / (self.priority_max - self.priority_min + PRIORITY_EPSILON)
         return (masked_td_error.abs().sum(dim=(1, 2)) / mask.sum(dim=(1, 2)).sqrt()).cpu()  # [bs]
 
-    def _log_stats(self, t_env: int, loss: th.Tensor, grad_norm: th.Tensor, masked_td_error: th.Tensor,
-                   chosen_action_qvals: th.Tensor, targets: th.Tensor, mask: th.Tensor) -> None:
-        """Means over valid entries; Q and target means are per agent (Q_tot / n_agents with a mixer)."""
-        mask_elems = mask.sum().item()
-        valid_steps = mask[..., 0].sum().item()
-        per_agent = valid_steps * self.args.n_agents
-        self.logger.log_stat("loss_td", loss.item(), t_env)
-        self.logger.log_stat("grad_norm", grad_norm.item(), t_env)
-        self.logger.log_stat("td_error_abs", masked_td_error.abs().sum().item() / mask_elems, t_env)
-        self.logger.log_stat("q_taken_mean", (chosen_action_qvals * mask).sum().item() / per_agent, t_env)
-        self.logger.log_stat("target_mean", (targets * mask).sum().item() / per_agent, t_env)
-
     def _log_matrix(self, batch: EpisodeBatch, mac_out: th.Tensor) -> None:
         """The one-step matrix game's learned payoffs, as PyMARL2's print_matrix_status prints them:
         Q_tot of every joint action at the first step (mean over the batch) and each agent's mean
         Q-values over the batch's steps."""
         with th.no_grad():
-            mix = None if self.mixer is None else (lambda qs, states: self._mix(self.mixer, qs, states))
-            table = joint_action_table(mac_out, batch["state"], mix)
+            table = joint_action_table(mac_out, batch["state"], self._joint_value())
         self.logger.console_logger.info(table)
+
+    def _joint_value(self) -> Callable | None:
+        """The online joint value of given joint actions for the matrix game's table: a function of
+        the agents' Q-values [b, t, n_agents], states [b, t, state] and actions [b, t, n_agents, 1];
+        None without a mixer."""
+        if self.mixer is None:
+            return None
+        return lambda agent_qs, states, actions: self._mix(self.mixer, agent_qs, states)
 
     def _update_targets(self) -> None:
         self.target_mac.load_state(self.mac)

@@ -22,6 +22,7 @@ import secrets
 import time
 from types import SimpleNamespace
 
+import numpy as np
 import psutil
 import torch as th
 
@@ -180,6 +181,8 @@ def setup_learning(args: SimpleNamespace, runner, logger: Logger) -> tuple:
     env_info = runner.get_env_info()
     for key in ("n_agents", "n_actions", "state_shape", "obs_shape", "episode_limit"):
         setattr(args, key, env_info[key])
+    if args.agent_own_state_size is True:
+        args.agent_own_state_size = agent_own_state_size(env_info, logger)
     scheme, groups, preprocess = build_scheme(env_info)
     buffer_device = "cpu" if args.buffer_cpu_only else args.device
     # One extra step holds the final state and the action chosen in it.
@@ -198,6 +201,19 @@ def setup_learning(args: SimpleNamespace, runner, logger: Logger) -> tuple:
     if args.use_cuda:
         learner.cuda()
     return buffer, learner
+
+
+def agent_own_state_size(env_info: dict, logger: Logger) -> int:
+    """Each agent's part of the state, which Qatten's keys read (``agent_own_state_size: True``): the
+    env's ally state features (SMAC: health, cooldown or energy, relative x and y, shield, unit type
+    bits; PyMARL2 computes 4 + shield bits + unit type bits from the map), or, where the env does not
+    list them, the state split evenly among the agents."""
+    if "agent_features" in env_info:
+        return len(env_info["agent_features"])
+    size = int(np.prod(env_info["state_shape"])) // env_info["n_agents"]
+    logger.console_logger.info(f"agent_own_state_size: the env does not list its agents' state features; "
+                               f"each agent's part is taken as state size / n_agents = {size}")
+    return size
 
 
 def available_memory(device: str) -> int:

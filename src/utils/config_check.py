@@ -27,16 +27,6 @@ from sacred.arg_parser import get_config_updates
 # Keys PyMARL2's configs or code have that marlkit does not port, with the reason given to whoever
 # types them after `with`.
 _NOT_YET_PORTED = {
-    "Qatten": ("agent_own_state_size", "n_attention_head", "n_constrant_value", "n_head_embedding_layer1",
-               "n_head_embedding_layer2", "n_key_embedding_layer1", "n_query_embedding_layer1",
-               "n_query_embedding_layer2", "type"),
-    "QPLEX": ("adv_hypernet_embed", "adv_hypernet_layers", "is_adv_attention", "is_minus_one", "is_stop_gradient",
-              "num_kernel", "weighted_head"),
-    "OW-QMIX/CW-QMIX": ("central_action_embed", "central_agent", "central_loss", "central_mac", "central_mixer",
-                        "central_mixing_embed_dim", "central_rnn_hidden_dim", "hysteretic_qmix", "qmix_loss", "w"),
-    "QTRAN": ("network_size", "nopt_min_loss", "opt_loss", "qtran_arch"),
-    "QMIX-att": ("att_embed_dim", "att_heads"),
-    "QMIX-conv": ("frames",),
     "COMA and DOP": ("critic_baseline_fn", "critic_q_fn", "critic_train_mode", "critic_train_reps"),
     "IPPO": ("critic_coef", "entropy", "eps_clip", "gae_lambda", "mini_epochs", "use_value_norm", "save_probs",
              "optimizer_epsilon", "agent_return_logits"),
@@ -56,8 +46,10 @@ UNPORTED_KEYS["accumulated_episodes"] = (
     "for good")
 
 
-# Kinds of keys whose default does not tell (null, or absent from default.yaml).
-_KEY_KINDS = {"seed": int, "name": str}
+# Kinds of keys whose default does not tell (null, absent from default.yaml, or more than one kind:
+# the first that fits is taken).
+_KEY_KINDS = {"seed": int, "name": str,
+              "agent_own_state_size": (bool, int)}  # True: from the env's state layout (Qatten), or a size
 
 # The meaningful range of numeric settings: key -> (lowest, highest); None = unbounded. Checked on the
 # merged config (YAML files and command line) before the run starts.
@@ -173,6 +165,8 @@ def convert(name: str, value: Any, default: Any, raw: str | None = None, kind: t
     """`value` as the kind of setting `name` is (`kind`, else the type of `default`; anything when
     both are missing; null where the default is null, and for string settings), or UsageError. `raw`
     is the text typed, kept as the value of a string setting given a number."""
+    if isinstance(kind, tuple):
+        return _convert_any(name, value, default, raw, kind)
     kind = kind or (None if default is None else type(default))
     if kind is None or (value is None and (default is None or kind is str)):
         return value
@@ -196,6 +190,17 @@ def convert(name: str, value: Any, default: Any, raw: str | None = None, kind: t
         hint = f"; YAML reads {value} (no decimal point) as text: write it with one, e.g. {float(value)!r}"
     raise UsageError(f"{name}={value!r} has the wrong type: expected {kind.__name__} like the default {default!r}, "
                      f"got {type(value).__name__}{hint}")
+
+
+def _convert_any(name: str, value: Any, default: Any, raw: str | None, kinds: tuple) -> Any:
+    """`value` as the first of `kinds` it converts to, or UsageError naming them all."""
+    for kind in kinds:
+        try:
+            return convert(name, value, default, raw, kind)
+        except UsageError:
+            pass
+    expected = " or ".join(kind.__name__ for kind in kinds)
+    raise UsageError(f"{name}={value!r} has the wrong type: expected {expected}, got {type(value).__name__}")
 
 
 def _is_number(text: str) -> bool:

@@ -1,8 +1,14 @@
 """Agent networks; all agents share one network, told apart by the agent-id input."""
+from .att_rnn_agent import ATTRNNAgent
+from .central_rnn_agent import CentralRNNAgent
+from .conv_agent import ConvAgent
 from .n_rnn_agent import NRNNAgent
 from .rnn_agent import RNNAgent
 
 REGISTRY = {
     "rnn": RNNAgent,
     "n_rnn": NRNNAgent,
+    "att_rnn": ATTRNNAgent,
+    "central_rnn": CentralRNNAgent,
+    "conv_agent": ConvAgent,
 }

@@ -38,9 +38,8 @@ class RNNAgent(nn.Module):
         x = F.relu(self.fc1(inputs.reshape(-1, inputs.shape[-1])))  # [bs*n_agents, hidden]
         if hidden_state is not None:
             hidden_state = hidden_state.reshape(-1, self.hidden_dim)  # [bs*n_agents, hidden]
-        h = self.rnn(x, hidden_state)  # [bs*n_agents, hidden]
-        q = self.fc2(self._q_features(h))  # [bs*n_agents, n_actions]
-        return q.view(*leading, -1), h.view(*leading, -1)
+        h = self.rnn(x, hidden_state).view(*leading, -1)  # [..., hidden]
+        return self._head(h, inputs), h  # [..., n_actions], [..., hidden]
 
     def forward_sequence(self, inputs: th.Tensor, hidden_state: th.Tensor | None = None) -> th.Tensor:
         """inputs [bs, T, n_agents, input], hidden_state [bs, n_agents, hidden] before step 0
@@ -53,21 +52,26 @@ class RNNAgent(nn.Module):
             hidden_state = hidden_state.reshape(bs * n_agents, self.hidden_dim)  # [bs*n_agents, hidden]
         x = self._sequence_features(inputs)  # [T, bs*n_agents, hidden]
         h = gru_sequence(self.rnn, x, hidden_state, autocast_dtype(inputs.device))  # [T, bs*n_agents, hidden]
-        return self._sequence_q(h, bs, n_agents)
+        return self._sequence_q(h, inputs)
 
-    def forward_sequence_pair(self, other: "RNNAgent", inputs: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+    def forward_sequence_pair(self, other: "RNNAgent", inputs: th.Tensor, with_memory: bool = False) -> tuple:
         """forward_sequence of this agent (with gradients) and of `other`, an agent of the same
         sizes (the target network; without gradients), on the same inputs from zero memory: their
-        GRUs step through time in one loop (gru_sequence_pair). Two [bs, T, n_agents, n_actions]."""
-        bs, _, n_agents, _ = inputs.shape
+        GRUs step through time in one loop (gru_sequence_pair). Two [bs, T, n_agents, n_actions],
+        and with `with_memory` the two GRU memories after each step [bs, T, n_agents, hidden] too."""
+        bs, steps, n_agents, _ = inputs.shape
         x = self._sequence_features(inputs)  # [T, bs*n_agents, hidden]
         with th.no_grad():
             other_x = other._sequence_features(inputs)
         h, other_h = gru_sequence_pair(self.rnn, x, None, autocast_dtype(inputs.device),
                                        other=(other.rnn, other_x))  # [T, bs*n_agents, hidden] each
         with th.no_grad():
-            other_q = other._sequence_q(other_h, bs, n_agents)
-        return self._sequence_q(h, bs, n_agents), other_q
+            other_q = other._sequence_q(other_h, inputs)
+        outputs = (self._sequence_q(h, inputs), other_q)
+        if not with_memory:
+            return outputs
+        memories = tuple(m.view(steps, bs, n_agents, -1).transpose(0, 1) for m in (h, other_h))  # [bs, T, n, hidden]
+        return outputs + memories
 
     def _sequence_features(self, inputs: th.Tensor) -> th.Tensor:
         """The GRU's inputs for every step: inputs [bs, T, n_agents, input] → [T, bs*n_agents, hidden]."""
@@ -75,10 +79,17 @@ class RNNAgent(nn.Module):
         x = F.relu(self.fc1(inputs.transpose(0, 1)))  # [T, bs, n_agents, hidden]
         return x.reshape(steps, bs * n_agents, self.hidden_dim)  # [T, bs*n_agents, hidden]
 
-    def _sequence_q(self, h: th.Tensor, bs: int, n_agents: int) -> th.Tensor:
-        """The GRU memory after each step [T, bs*n_agents, hidden] → q [bs, T, n_agents, n_actions], a view."""
-        q = self.fc2(self._q_features(h))  # [T, bs*n_agents, n_actions]
-        return q.view(h.shape[0], bs, n_agents, -1).transpose(0, 1)  # [bs, T, n_agents, n_actions]
+    def _sequence_q(self, h: th.Tensor, inputs: th.Tensor) -> th.Tensor:
+        """The GRU memory after each step [T, bs*n_agents, hidden] and the inputs [bs, T, n_agents, input]
+        → q [bs, T, n_agents, n_actions], a view of a time-major tensor."""
+        bs, steps, n_agents, _ = inputs.shape
+        q = self._head(h.view(steps, bs, n_agents, -1), inputs.transpose(0, 1))  # [T, bs, n_agents, n_actions]
+        return q.transpose(0, 1)  # [bs, T, n_agents, n_actions]
+
+    def _head(self, h: th.Tensor, inputs: th.Tensor) -> th.Tensor:
+        """Q-values from the new memory h [..., hidden] (and the step's inputs [..., input], same
+        leading dims, which agents that look at them use): [..., n_actions]."""
+        return self.fc2(self._q_features(h))
 
     def _q_features(self, h: th.Tensor) -> th.Tensor:
         """What the output layer sees of the new memory; subclasses may normalise it."""

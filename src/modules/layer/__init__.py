@@ -1,0 +1,1 @@
+"""Building blocks shared by agents and mixers."""
