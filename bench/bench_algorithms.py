@@ -17,7 +17,6 @@ import datetime
 import os
 import platform
 import statistics
-import sys
 import time
 from types import SimpleNamespace
 

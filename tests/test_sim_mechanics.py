@@ -12,27 +12,11 @@ import pytest
 from envs.starcraft import engine as engine_module
 from envs.starcraft import unit_ids as ids
 from envs.starcraft import units as us
-from envs.starcraft.engine import (COLLISION_TOL, ORDER_ATTACK, ORDER_KEEP, ORDER_MOVE,
-                                   ORDER_STOP, BuiltinEngine)
-from envs.starcraft.scenarios import EnemyOrder, Scenario
+from envs.starcraft.engine import COLLISION_TOL, ORDER_ATTACK, ORDER_KEEP, ORDER_MOVE, ORDER_STOP
 from envs.starcraft.starcraft2 import StarCraft2Env
+from test_smac_engine import _custom_engine
 
-OPEN = np.ones((32, 32), dtype=bool)
-FLAT = np.full((32, 32), 0.5)
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _engine(monkeypatch, allies, enemies, order=EnemyOrder("none"), seed=0) -> BuiltinEngine:
-    """An engine on a hand-made open scenario: allies/enemies = [(type id, (x, y)), ...]."""
-    scenario = Scenario(
-        name="test", layout="open",
-        ally_types=tuple(t for t, _ in allies), ally_spawns=tuple(p for _, p in allies),
-        enemy_types=tuple(t for t, _ in enemies), enemy_spawns=tuple(p for _, p in enemies),
-        enemy_order=order, pathing_grid=OPEN, terrain_height=FLAT)
-    monkeypatch.setattr(engine_module, "get_scenario", lambda name: scenario)
-    engine = BuiltinEngine("test", seed=seed)
-    engine.reset()
-    return engine
 
 
 def _orders(engine, kinds, targets=None, points=None):
@@ -98,7 +82,7 @@ def test_units_never_overlap_over_thousands_of_steps(map_name):
 
 
 def test_a_moving_unit_pushes_an_idle_friend_aside(monkeypatch):
-    engine = _engine(monkeypatch, [(ids.MARINE_RL, (10.0, 16.0)), (ids.MARINE_RL, (13.0, 16.0))],
+    engine = _custom_engine(monkeypatch, [(ids.MARINE_RL, (10.0, 16.0)), (ids.MARINE_RL, (13.0, 16.0))],
                      [(ids.MARINE, (30.0, 30.0))])
     engine.step(*_orders(engine, [ORDER_STOP, ORDER_STOP]))
     before = complex(engine._z[1])
@@ -110,7 +94,7 @@ def test_a_moving_unit_pushes_an_idle_friend_aside(monkeypatch):
 
 
 def test_units_cannot_push_an_enemy_and_walk_round_it(monkeypatch):
-    engine = _engine(monkeypatch, [(ids.ZEALOT_RL, (10.0, 16.0))], [(ids.ZEALOT, (13.0, 16.0))])
+    engine = _custom_engine(monkeypatch, [(ids.ZEALOT_RL, (10.0, 16.0))], [(ids.ZEALOT, (13.0, 16.0))])
     engine._mode[1] = engine_module._IDLE  # an enemy standing idle, without automatic targeting
     enemy = complex(engine._z[1])
     for _ in range(10):
@@ -122,7 +106,7 @@ def test_units_cannot_push_an_enemy_and_walk_round_it(monkeypatch):
 
 def test_a_friend_standing_to_attack_is_walked_round_not_pushed(monkeypatch):
     # Marine 0 shoots an enemy Medivac (which has no weapon); marine 1 walks through its place.
-    engine = _engine(monkeypatch, [(ids.MARINE_RL, (12.0, 16.0)), (ids.MARINE_RL, (9.0, 16.0))],
+    engine = _custom_engine(monkeypatch, [(ids.MARINE_RL, (12.0, 16.0)), (ids.MARINE_RL, (9.0, 16.0))],
                      [(ids.MEDIVAC, (19.0, 16.0))])
     for _ in range(2):
         engine.step(*_orders(engine, [ORDER_ATTACK, ORDER_STOP], targets=[2, -1]))
@@ -136,7 +120,7 @@ def test_a_friend_standing_to_attack_is_walked_round_not_pushed(monkeypatch):
 
 def test_small_units_walk_beneath_a_colossus_but_colossi_collide(monkeypatch):
     # Colossus_RL: Collide Colossus/Structure/Flying, not Ground (the map's UnitData.xml).
-    engine = _engine(monkeypatch, [(ids.COLOSSUS_RL, (16.0, 16.0)), (ids.COLOSSUS_RL, (12.0, 21.0)),
+    engine = _custom_engine(monkeypatch, [(ids.COLOSSUS_RL, (16.0, 16.0)), (ids.COLOSSUS_RL, (12.0, 21.0)),
                                    (ids.ZERGLING_RL, (12.0, 12.0))],
                      [(ids.MARINE, (30.0, 30.0))])
     for _ in range(6):
@@ -155,7 +139,7 @@ def test_small_units_walk_beneath_a_colossus_but_colossi_collide(monkeypatch):
 def test_enemy_keeps_its_target_while_in_weapon_range(monkeypatch):
     # Liquipedia "Automatic Targeting": a target stays chosen until it dies, leaves the weapon
     # range or a better-class target enters the weapon range.
-    engine = _engine(monkeypatch, [(ids.MARINE_RL, (10.0, 16.0)), (ids.MARINE_RL, (10.0, 22.0))],
+    engine = _custom_engine(monkeypatch, [(ids.MARINE_RL, (10.0, 16.0)), (ids.MARINE_RL, (10.0, 22.0))],
                      [(ids.MARINE, (15.5, 16.0))])
     engine.step(*_orders(engine, [ORDER_STOP, ORDER_STOP]))
     assert engine._target[2] == 0
@@ -170,22 +154,22 @@ def test_enemy_takes_a_threat_before_a_nearer_non_threat(monkeypatch):
     plain = replace(us.UNIT_STATS[ids.MEDIVAC_RL], always_threatens=False)
     monkeypatch.setitem(us.UNIT_STATS, ids.MEDIVAC_RL, plain)
     allies = [(ids.MEDIVAC_RL, (13.0, 16.0)), (ids.MARINE_RL, (10.5, 16.0))]
-    engine = _engine(monkeypatch, allies, [(ids.MARINE, (16.0, 16.0))])
+    engine = _custom_engine(monkeypatch, allies, [(ids.MARINE, (16.0, 16.0))])
     engine.step(*_orders(engine, [ORDER_STOP, ORDER_STOP]))
     assert engine._target[2] == 1
     monkeypatch.setitem(us.UNIT_STATS, ids.MEDIVAC_RL, replace(plain, always_threatens=True))
-    engine = _engine(monkeypatch, allies, [(ids.MARINE, (16.0, 16.0))])
+    engine = _custom_engine(monkeypatch, allies, [(ids.MARINE, (16.0, 16.0))])
     engine.step(*_orders(engine, [ORDER_STOP, ORDER_STOP]))
     assert engine._target[2] == 0
 
 
 def test_enemy_acquires_only_within_its_scan_range_and_then_the_nearest(monkeypatch):
     # Marine scan range = weapon range 5 + 0.5, edge to edge: 5.5 + 0.375 + 0.375 = 6.25.
-    engine = _engine(monkeypatch, [(ids.MARINE_RL, (10.0, 16.0)), (ids.MARINE_RL, (10.0, 22.0))],
+    engine = _custom_engine(monkeypatch, [(ids.MARINE_RL, (10.0, 16.0)), (ids.MARINE_RL, (10.0, 22.0))],
                      [(ids.MARINE, (16.3, 16.0))])
     engine.step(*_orders(engine, [ORDER_STOP, ORDER_STOP]))
     assert engine._target[2] == -1
-    engine = _engine(monkeypatch, [(ids.MARINE_RL, (10.0, 16.0)), (ids.MARINE_RL, (13.0, 20.0))],
+    engine = _custom_engine(monkeypatch, [(ids.MARINE_RL, (10.0, 16.0)), (ids.MARINE_RL, (13.0, 20.0))],
                      [(ids.MARINE, (16.2, 16.0))])
     engine.step(*_orders(engine, [ORDER_STOP, ORDER_STOP]))
     assert engine._target[2] == 1  # both in scan range (6.2, 5.1): the nearer
@@ -193,7 +177,7 @@ def test_enemy_acquires_only_within_its_scan_range_and_then_the_nearest(monkeypa
 
 def test_target_choice_has_no_randomness(monkeypatch):
     def first_targets(seed):
-        engine = _engine(monkeypatch, [(ids.MARINE_RL, (10.0, 16.0 + k)) for k in range(4)],
+        engine = _custom_engine(monkeypatch, [(ids.MARINE_RL, (10.0, 16.0 + k)) for k in range(4)],
                          [(ids.MARINE, (15.9, 17.0)), (ids.MARINE, (15.9, 18.4))], seed=seed)
         engine.step(*_orders(engine, [ORDER_STOP] * 4))
         return engine._target[4:].tolist()
@@ -203,7 +187,7 @@ def test_target_choice_has_no_randomness(monkeypatch):
 
 def test_attacked_enemy_answers_an_attacker_beyond_its_scan_range(monkeypatch):
     # Stalker range 6 (+ radii 1.25) out-ranges a marine's scan 5.5 (+ 1.0): Response=Acquire.
-    engine = _engine(monkeypatch, [(ids.STALKER_RL, (10.0, 16.0))], [(ids.MARINE, (17.0, 16.0))])
+    engine = _custom_engine(monkeypatch, [(ids.STALKER_RL, (10.0, 16.0))], [(ids.MARINE, (17.0, 16.0))])
     for _ in range(3):
         engine.step(*_orders(engine, [ORDER_ATTACK], targets=[1]))
     assert engine._target[1] == 0
@@ -216,7 +200,7 @@ def test_a_killed_baneling_bursts_on_its_enemies_but_not_its_friends(monkeypatch
     # Light = 35: a marine (45 HP) keeps 10; zerglings of its own side are untouched.
     allies = [(ids.BANELING_RL, (10.0, 16.0)), (ids.ZERGLING_RL, (9.0, 16.0))]
     enemies = [(ids.MARINE, (11.5, 16.0)), (ids.MARINE, (15.0, 16.0))]
-    engine = _engine(monkeypatch, allies, enemies)
+    engine = _custom_engine(monkeypatch, allies, enemies)
     units = engine.units
     for _ in range(40):
         engine.step(*_orders(engine, [ORDER_STOP, ORDER_STOP]))
@@ -229,7 +213,7 @@ def test_a_killed_baneling_bursts_on_its_enemies_but_not_its_friends(monkeypatch
 
 
 def test_an_enemy_baneling_bursts_on_contact_with_its_target(monkeypatch):
-    engine = _engine(monkeypatch, [(ids.ZERGLING_RL, (10.0, 16.0)), (ids.ZERGLING_RL, (10.0, 17.0))],
+    engine = _custom_engine(monkeypatch, [(ids.ZERGLING_RL, (10.0, 16.0)), (ids.ZERGLING_RL, (10.0, 17.0))],
                      [(ids.BANELING, (14.0, 16.0))])
     units = engine.units
     for _ in range(10):

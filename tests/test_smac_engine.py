@@ -16,7 +16,7 @@ OPEN = np.ones((32, 32), dtype=bool)
 FLAT = np.full((32, 32), 0.5)
 
 
-def _custom_engine(monkeypatch, allies, enemies, order=EnemyOrder("none"), grid=OPEN) -> BuiltinEngine:
+def _custom_engine(monkeypatch, allies, enemies, order=EnemyOrder("none"), grid=OPEN, seed=0) -> BuiltinEngine:
     """An engine on a hand-made scenario: allies/enemies = [(type id, (x, y)), ...]."""
     scenario = Scenario(
         name="test", layout="open",
@@ -24,7 +24,7 @@ def _custom_engine(monkeypatch, allies, enemies, order=EnemyOrder("none"), grid=
         enemy_types=tuple(t for t, _ in enemies), enemy_spawns=tuple(p for _, p in enemies),
         enemy_order=order, pathing_grid=grid, terrain_height=FLAT)
     monkeypatch.setattr(engine_module, "get_scenario", lambda name: scenario)
-    engine = BuiltinEngine("test", seed=0)
+    engine = BuiltinEngine("test", seed=seed)
     engine.reset()
     return engine
 
