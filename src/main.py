@@ -246,10 +246,21 @@ def build_config(params: list) -> dict:
     env_name, env_config = load_named_config(params, "--env-config", "envs")
     config = load_yaml(join(CONFIG_DIR, "default.yaml"))
     kinds = env_kinds(env_config.get("env", config["env"]), {})
+    alg_config = without_foreign_env_args(alg_config, kinds)
     for layer, path in ((env_config, f"src/config/envs/{env_name}.yaml"), (alg_config, f"src/config/algs/{alg_name}.yaml")):
         recursive_dict_update(config, normalise_file(layer, config, kinds, path))
     config.setdefault("name", alg_name)
     return config
+
+
+def without_foreign_env_args(alg_config: dict, kinds: dict | None) -> dict:
+    """An algorithm file's env_args without those the chosen env does not take (`kinds`: the env's
+    arguments; None = any): coma.yaml and vmix.yaml set SMAC's state_last_action, which PyMARL2's
+    other envs ignore as they take any keyword."""
+    env_args = alg_config.get("env_args") if isinstance(alg_config, dict) else None
+    if kinds is None or not isinstance(env_args, dict):
+        return alg_config
+    return {**alg_config, "env_args": {key: value for key, value in env_args.items() if key in kinds}}
 
 
 def command_line_updates(params: list) -> dict:

@@ -13,7 +13,7 @@ import torch.nn as nn
 from components.episode_buffer import EpisodeBatch
 from controllers import REGISTRY as mac_REGISTRY
 from learners import REGISTRY as learner_REGISTRY
-from learners.q_learner import UNROLLS
+from learners.q_learner import UNROLLS, valid_step_mask
 from run.run import build_scheme
 from utils import th_utils
 
@@ -285,9 +285,8 @@ def test_iql_targets_are_per_agent():
 
 
 def test_valid_step_mask_drops_steps_after_termination():
-    learner, _ = make_learner()
     batch = make_batch()
-    mask = learner._valid_step_mask(batch, batch["terminated"][:, :-1].float())
+    mask = valid_step_mask(batch, batch["terminated"][:, :-1].float())
     # Episode 0: transitions 0, 1 (terminal); its final observation at t=2 is filled but not a transition.
     assert mask[:, :, 0].tolist() == [[1, 1, 0, 0], [1, 1, 1, 1]]
     assert batch["filled"][0, :, 0].tolist() == [1, 1, 1, 0, 0]  # the batch itself is untouched

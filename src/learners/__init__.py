@@ -1,4 +1,5 @@
 """Learners turn sampled episode batches into parameter updates: REGISTRY[name](mac, scheme, logger, args)."""
+from .coma_learner import COMALearner
 from .dmaq_qatten_learner import DMAQLearner
 from .max_q_learner import MaxQLearner
 from .nq_learner import NQLearner
@@ -11,4 +12,5 @@ REGISTRY = {
     "dmaq_qatten_learner": DMAQLearner,  # QPLEX
     "max_q_learner": MaxQLearner,  # OW-QMIX, CW-QMIX
     "qtran_learner": QTranLearner,  # QTRAN
+    "coma_learner": COMALearner,  # COMA
 }

@@ -78,6 +78,21 @@ class Transitions(NamedTuple):
     mask: th.Tensor
 
 
+def valid_step_mask(batch: EpisodeBatch, terminated: th.Tensor) -> th.Tensor:
+    """Filled transitions, minus those after the terminal one (the stored final observation): [bs, T-1, 1]."""
+    filled = batch["filled"][:, :-1].float()  # [bs, T-1, 1]
+    after_terminal = th.cat([th.zeros_like(terminated[:, :1]), terminated[:, :-1]], dim=1)  # [bs, T-1, 1]
+    return filled * (1 - after_terminal)
+
+
+def batch_transitions(batch: EpisodeBatch) -> Transitions:
+    """The rewards, actions, terminated flags and valid-step mask of a batch's T-1 transitions."""
+    rewards = batch["reward"][:, :-1]  # [bs, T-1, 1]
+    actions = batch["actions"][:, :-1].long()  # [bs, T-1, n_agents, 1]
+    terminated = batch["terminated"][:, :-1].float()  # [bs, T-1, 1]
+    return Transitions(rewards, actions, terminated, valid_step_mask(batch, terminated))
+
+
 class LossOutput(NamedTuple):
     """A learner's loss, a function giving its stats to log (called only when they are logged), the
     masked TD error [bs, T-1, k] with its mask, from which prioritized replay takes priorities, and the
@@ -217,10 +232,7 @@ class QLearner:
         return {}
 
     def _transitions(self, batch: EpisodeBatch) -> "Transitions":
-        rewards = batch["reward"][:, :-1]  # [bs, T-1, 1]
-        actions = batch["actions"][:, :-1].long()  # [bs, T-1, n_agents, 1]
-        terminated = batch["terminated"][:, :-1].float()  # [bs, T-1, 1]
-        return Transitions(rewards, actions, terminated, self._valid_step_mask(batch, terminated))
+        return batch_transitions(batch)
 
     def _loss(self, batch: EpisodeBatch, data: "Transitions", per_weight: th.Tensor | None) -> "LossOutput":
         """The masked squared TD error of the (mixed) chosen-action Q-values against _targets."""
@@ -236,13 +248,6 @@ class QLearner:
             return td_stats(loss, masked_td_error, chosen_action_qvals, targets, mask, self.args.n_agents)
 
         return LossOutput(loss, stats, masked_td_error, mask, mac_out)
-
-    @staticmethod
-    def _valid_step_mask(batch: EpisodeBatch, terminated: th.Tensor) -> th.Tensor:
-        """Filled transitions, minus those after the terminal one (the stored final observation)."""
-        filled = batch["filled"][:, :-1].float()  # [bs, T-1, 1]
-        after_terminal = th.cat([th.zeros_like(terminated[:, :1]), terminated[:, :-1]], dim=1)  # [bs, T-1, 1]
-        return filled * (1 - after_terminal)
 
     def _unroll(self, batch: EpisodeBatch, mac=None, target_mac=None) -> tuple[th.Tensor, th.Tensor]:
         """Q-values of the online controller (with gradients) and of the target controller (without)

@@ -157,12 +157,13 @@ def smallest_int_dtype(n_values: int) -> th.dtype:
     return th.int64
 
 
-def build_scheme(env_info: dict) -> tuple:
+def build_scheme(env_info: dict, save_probs: bool = False) -> tuple:
     """Fields stored per step (scheme), the agent group and the preprocess applied on write.
 
     The dtypes are compact, as the buffer holds millions of steps: learners and controllers cast
     actions, avail_actions and terminated at use and build the one-hot actions there, so the
-    preprocess is empty; it is returned for the runner and buffer, which take one.
+    preprocess is empty; it is returned for the runner and buffer, which take one. With save_probs
+    (IPPO) the probabilities each action was sampled from are stored too (float32, per agent).
     """
     scheme = {
         "state": {"vshape": env_info["state_shape"]},
@@ -172,6 +173,8 @@ def build_scheme(env_info: dict) -> tuple:
         "reward": {"vshape": (1,)},
         "terminated": {"vshape": (1,), "dtype": th.bool},
     }
+    if save_probs:
+        scheme["probs"] = {"vshape": (env_info["n_actions"],), "group": "agents"}
     groups = {"agents": env_info["n_agents"]}
     return scheme, groups, {}
 
@@ -183,7 +186,7 @@ def setup_learning(args: SimpleNamespace, runner, logger: Logger) -> tuple:
         setattr(args, key, env_info[key])
     if args.agent_own_state_size is True:
         args.agent_own_state_size = agent_own_state_size(env_info, logger)
-    scheme, groups, preprocess = build_scheme(env_info)
+    scheme, groups, preprocess = build_scheme(env_info, args.save_probs)
     buffer_device = "cpu" if args.buffer_cpu_only else args.device
     # One extra step holds the final state and the action chosen in it.
     max_seq_length = env_info["episode_limit"] + 1
@@ -363,7 +366,7 @@ class TrainingLoop:
 
     def iterate(self) -> None:
         self.collect()
-        if self.buffer.can_sample(self.args.batch_size):
+        if self.buffer.can_sample(self.args.batch_size) and self.accumulated():
             self.learn()
         if (self.runner.t_env - self.last_test_t) / self.args.test_interval >= 1.0:
             self.test()
@@ -373,6 +376,14 @@ class TrainingLoop:
         if self.args.save_model and (self.runner.t_env - self.model_save_t >= self.args.save_model_interval
                                      or self.model_save_t == 0):
             self.save_models()
+
+    def accumulated(self) -> bool:
+        """Whether this iteration trains: always, or with accumulated_episodes (IPPO) only when the
+        episode count after this batch is a multiple of it. PyMARL2 skips the rest of the iteration
+        too (episode count, tests, saves, logs), so a value that does not divide batch_size_run
+        stops its training for good; here only the training step is skipped."""
+        every = self.args.accumulated_episodes
+        return not every or (self.episode + self.args.batch_size_run) % every == 0
 
     def collect(self) -> None:
         with th.no_grad():

@@ -303,6 +303,9 @@ class BatchRunner:
         rows = self._rows(acting)  # a slice when all envs act: select_actions then indexes without a copy
         actions = self.mac.select_actions(self.batch, t_ep=self.t, t_env=self.t_env, bs=rows,
                                           test_mode=test_mode)  # [len(acting), n_agents]
+        if isinstance(actions, tuple):  # a selector with save_probs: the probabilities it sampled from
+            actions, probs = actions
+            self.batch["probs"][rows, self.t] = probs.to(self.batch["probs"])  # [len(acting), n_agents, n_actions]
         if "actions" in self.batch.preprocess:  # update() also writes the derived field (e.g. one-hot)
             # [len(acting), 1 (time), n_agents]; not marking filled: the pre-transition data did
             self.batch.update({"actions": actions.unsqueeze(1)}, bs=rows, ts=self.t, mark_filled=False)

@@ -27,28 +27,23 @@ from sacred.arg_parser import get_config_updates
 # Keys PyMARL2's configs or code have that marlkit does not port, with the reason given to whoever
 # types them after `with`.
 _NOT_YET_PORTED = {
-    "COMA and DOP": ("critic_baseline_fn", "critic_q_fn", "critic_train_mode", "critic_train_reps"),
-    "IPPO": ("critic_coef", "entropy", "eps_clip", "gae_lambda", "mini_epochs", "use_value_norm", "save_probs",
+    "IPPO": ("critic_coef", "eps_clip", "gae_lambda", "mini_epochs", "use_value_norm",
              "optimizer_epsilon", "agent_return_logits"),
     "VMIX": ("lam", "optim", "vf_coef"),
     "LICA": ("critic", "critics_update_num", "hypernet_embed_dim", "lica_mixing_embed_dim"),
     "DOP": ("step", "tb_lambda", "off_batch_size", "off_buffer_size"),
     "RIIT": ("critic_hidden_dim", "lambd"),
-    "VMIX, DOP and RIIT": ("ent_coef", "entropy_coef", "q_nstep"),
+    "VMIX, DOP and RIIT": ("ent_coef", "entropy_coef"),
 }
 UNPORTED_KEYS = {
     key: f"a setting of PyMARL2's {algorithms}, which marlkit does not ship yet"
     for algorithms, keys in _NOT_YET_PORTED.items() for key in keys
 }
-UNPORTED_KEYS["accumulated_episodes"] = (
-    "not supported: PyMARL2's run loop (ippo.yaml) skips the training step with it, but also the episode "
-    "count, tests and saves, so a value that divides batch_size_run does nothing and any other stops training "
-    "for good")
 
 
 # Kinds of keys whose default does not tell (null, absent from default.yaml, or more than one kind:
 # the first that fits is taken).
-_KEY_KINDS = {"seed": int, "name": str,
+_KEY_KINDS = {"seed": int, "name": str, "accumulated_episodes": int,
               "agent_own_state_size": (bool, int)}  # True: from the env's state layout (Qatten), or a size
 
 # The meaningful range of numeric settings: key -> (lowest, highest); None = unbounded. Checked on the
@@ -57,10 +52,11 @@ RANGES = {
     **{key: (1, None) for key in (
         "t_max", "batch_size_run", "batch_size", "buffer_size", "test_nepisode", "test_interval", "log_interval",
         "runner_log_interval", "learner_log_interval", "save_model_interval", "target_update_interval",
-        "env_worker_max_failures", "rnn_hidden_dim", "mixing_embed_dim", "hypernet_embed", "epsilon_anneal_time")},
+        "env_worker_max_failures", "rnn_hidden_dim", "mixing_embed_dim", "hypernet_embed", "epsilon_anneal_time",
+        "accumulated_episodes")},
     **{key: (0.0, 1.0) for key in ("gamma", "td_lambda", "epsilon_start", "epsilon_finish", "test_noise",
                                    "per_beta", "optim_alpha")},
-    **{key: (0, None) for key in ("load_step", "learner_threads", "weight_decay", "per_alpha")},
+    **{key: (0, None) for key in ("load_step", "learner_threads", "weight_decay", "per_alpha", "entropy")},
     "seed": (0, 2 ** 32 - 1),  # numpy's seed range
 }
 # Settings that must be above 0 (and, for learning rates, at most 1: beyond that a step overshoots).

@@ -71,3 +71,30 @@ def build_q_lambda_targets(rewards: th.Tensor, terminated: th.Tensor, mask: th.T
     """
     corrected_rewards = rewards + exp_qvals[:, :-1] - qvals[:, :-1]  # [batch, T-1, k]
     return _lambda_returns(corrected_rewards, terminated, mask, exp_qvals, gamma, td_lambda)
+
+
+def build_gae_targets(rewards: th.Tensor, terminated: th.Tensor, mask: th.Tensor, values: th.Tensor,
+                      gamma: float, gae_lambda: float) -> tuple[th.Tensor, th.Tensor]:
+    """Generalised advantage estimates and the value targets they imply (PyMARL2's build_gae_targets,
+    used by its ppo_learner), with termination handled as GAE defines it.
+
+    With r_t = rewards, d_t = terminated, m_t = mask and V_t = values:
+
+        delta_t = m_t * (r_t + gamma * (1 - d_t) * V_{t+1} - V_t)
+        A_t     = sum_{s >= t} (gamma * lambda)^(s - t) * delta_s
+        targets = V_t + A_t   (for t = 0 .. T-2)
+
+    Steps after an episode's end have m_t = 0, so the sum stops there. PyMARL2 bootstraps with
+    m_t instead of 1 - d_t, which values the state after the last transition (the final
+    observation, never trained) as if the episode went on, and leaves -V_t as the advantage of
+    padded steps; here a terminal transition gets no bootstrap and padded steps get 0.
+
+    Shapes: rewards, terminated, mask [batch, T-1, 1] or [batch, T-1, k, 1] (broadcast against the
+    values); values [batch, T, ...]. Returns (advantages, targets), each [batch, T-1, ...].
+    """
+    deltas = mask * (rewards + gamma * (1 - terminated) * values[:, 1:] - values[:, :-1])  # [batch, T-1, ...]
+    steps = deltas.shape[1]
+    discounts = _discounts(steps + 1, gamma * gae_lambda, deltas.dtype, deltas.device)[:, :-1]  # [T-1, T-1]
+    flat = deltas.reshape(deltas.shape[0], steps, -1)  # [batch, T-1, rest]
+    advantages = th.matmul(discounts, flat).view(deltas.shape)  # [batch, T-1, ...]
+    return advantages, values[:, :-1] + advantages

@@ -1,0 +1,133 @@
+"""What PyMARL2's policy-gradient learners (coma_learner, ppo_learner, policy_gradient_v2) share here:
+the unroll of the policy controller over whole episodes, optimiser steps with gradient clipping and
+finiteness checks, the logging schedule, and checkpoints of every network and optimiser (with the
+target networks apart, so that a resumed run continues exactly).
+
+A subclass lists its networks in ``networks`` (file name -> module, saved beside the controller's
+agent.th), its target networks in ``target_networks`` (saved under target/ with the same names) and
+its optimisers in ``optimisers`` (file name -> optimiser), and its counters in ``COUNTERS``.
+"""
+import os
+from types import SimpleNamespace
+
+import torch as th
+
+from components.episode_buffer import EpisodeBatch
+
+from .q_learner import TARGET_DIR, UNROLLS, _check_finite
+
+
+def unroll_policy(mac, batch: EpisodeBatch, stepwise: bool = False):
+    """The controller's outputs at every stored step from fresh memory: policies [bs, T, n_agents,
+    n_actions] (a tuple of such tensors for controllers that also output values). In one fused pass,
+    or with `stepwise` one forward call per step, as while acting (the same values)."""
+    if not stepwise:
+        return mac.forward_sequence(batch)
+    mac.init_hidden(batch.batch_size)
+    steps = [mac.forward(batch, t=t) for t in range(batch.max_seq_length)]
+    if isinstance(steps[0], tuple):
+        return tuple(th.stack(parts, dim=1) for parts in zip(*steps))
+    return th.stack(steps, dim=1)
+
+
+def masked_mean(values: th.Tensor, mask: th.Tensor) -> th.Tensor:
+    """The mean of `values` over the entries where `mask` (broadcast to its shape) is 1."""
+    mask = mask.expand_as(values)
+    return (values * mask).sum() / mask.sum()
+
+
+def taken(values: th.Tensor, actions: th.Tensor) -> th.Tensor:
+    """values [..., n_actions] at actions [..., 1] (long) -> [...]."""
+    return th.gather(values, dim=-1, index=actions).squeeze(-1)
+
+
+class PolicyLearner:
+    """The shared part of the policy-gradient learners; subclasses implement ``train``."""
+
+    COUNTERS = ("log_stats_t",)
+
+    def __init__(self, mac, logger, args: SimpleNamespace):
+        self.args = args
+        self.mac = mac
+        self.logger = logger
+        self.n_agents = args.n_agents
+        self.n_actions = args.n_actions
+        self.log_stats_t = -args.learner_log_interval - 1
+        self.networks, self.target_networks, self.optimisers = {}, {}, {}
+        unroll = getattr(args, "train_unroll", "fused")
+        if unroll not in UNROLLS:
+            raise ValueError(f"unknown train_unroll '{unroll}'; use one of: {', '.join(UNROLLS)}")
+        self.stepwise = unroll == "stepwise"
+        if getattr(args, "use_per", False):
+            raise ValueError(f"use_per: prioritized replay needs a value-based learner (nq_learner or q_learner), "
+                             f"not {args.learner}")
+        if getattr(args, "train_precision", "float32") != "float32":
+            logger.console_logger.warning(f"{args.learner} trains in float32: train_precision="
+                                          f"{args.train_precision} applies to the value-based learners only")
+
+    def _policies(self, batch: EpisodeBatch):
+        """The controller's outputs over the batch (see unroll_policy), with gradients."""
+        self.mac.agent.train()
+        return unroll_policy(self.mac, batch, self.stepwise)
+
+    def _optimise(self, optimiser: th.optim.Optimizer, params: list, loss: th.Tensor, t_env: int) -> th.Tensor:
+        """One step of `optimiser` on `loss`, its gradient clipped to grad_norm_clip; the norm before clipping.
+        A NaN or infinite loss or gradient stops training before the step (NonFiniteLoss)."""
+        _check_finite("loss", loss, t_env)
+        optimiser.zero_grad()
+        loss.backward()
+        grad_norm = th.nn.utils.clip_grad_norm_(params, self.args.grad_norm_clip)
+        _check_finite("gradient norm", grad_norm, t_env)
+        optimiser.step()
+        return grad_norm
+
+    def _logging(self, t_env: int) -> bool:
+        return t_env - self.log_stats_t >= self.args.learner_log_interval
+
+    def _log(self, stats: dict, t_env: int) -> None:
+        for key, value in stats.items():
+            self.logger.log_stat(key, float(value), t_env)
+        self.log_stats_t = t_env
+
+    def cuda(self) -> None:
+        self.mac.cuda()
+        for network in (*self.networks.values(), *self.target_networks.values()):
+            network.cuda()
+
+    def save_models(self, path: str) -> None:
+        """Write the agent (via the mac), the other networks and the optimisers into directory `path`, and
+        the target networks into path/target."""
+        self.mac.save_models(path)
+        for name, module in {**self.networks, **self.optimisers}.items():
+            th.save(module.state_dict(), os.path.join(path, name))
+        if self.target_networks:
+            os.makedirs(os.path.join(path, TARGET_DIR), exist_ok=True)
+        for name, network in self.target_networks.items():
+            th.save(network.state_dict(), os.path.join(path, TARGET_DIR, name))
+
+    def model_files(self) -> list:
+        """The files save_models writes, relative to its folder."""
+        return ([self.mac.AGENT_FILE, *self.networks, *self.optimisers]
+                + [os.path.join(TARGET_DIR, name) for name in self.target_networks])
+
+    def load_models(self, path: str) -> None:
+        """Load what save_models wrote; the target networks start as copies of the loaded networks (as
+        PyMARL2 loads them); load_target_models restores the saved ones."""
+        self.mac.load_models(path)
+        for name, module in {**self.networks, **self.optimisers}.items():
+            module.load_state_dict(th.load(os.path.join(path, name), map_location="cpu"))
+        for name, network in self.target_networks.items():
+            network.load_state_dict(self.networks[name].state_dict())
+
+    def load_target_models(self, path: str) -> None:
+        """Load the target networks saved by save_models into path/target (to resume training exactly)."""
+        for name, network in self.target_networks.items():
+            network.load_state_dict(th.load(os.path.join(path, TARGET_DIR, name), map_location="cpu"))
+
+    def state_dict(self) -> dict:
+        """The learner's counters (the networks and optimisers are in the files of save_models)."""
+        return {name: getattr(self, name) for name in self.COUNTERS}
+
+    def load_state_dict(self, state: dict) -> None:
+        for name in self.COUNTERS:
+            setattr(self, name, state[name])
