@@ -1,29 +1,59 @@
-"""PyMARL2's policy-gradient algorithms (COMA): the multinomial selector's sampling, the losses on small
-hand-built tensors, shapes for several agent counts, exact save and load, runs from the command line
-on 3m with a resume, and a learning check on the one-step matrix game."""
+"""PyMARL2's policy-gradient algorithms (COMA, IPPO): the multinomial selector's sampling, the losses on
+small hand-built tensors, shapes for several agent counts, exact save and load, runs from the command
+line on 3m with a resume, and learning checks on the one-step matrix game."""
 import copy
+import logging
 import os
+import random
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch as th
 
 from components.action_selectors import REGISTRY as selector_REGISTRY
-from learners.coma_learner import counterfactual_advantages, entropy, renormalise_available
+from components.episode_buffer import EpisodeBatch
+from learners.coma_learner import counterfactual_advantages, renormalise_available
+from learners.policy_learner import entropy
+from learners.ppo_learner import clipped_surrogate_loss, clipped_value_loss, normalise_advantages
 from learners.q_learner import Transitions
-from main_runs import read_json, run_dir, run_main
-from test_learner import make_batch
-from test_value_algorithms import alg_args, batches, make_alg_learner, short_smac_run
+from main import build_config
+from run.run import TrainingLoop, args_sanity_check, build_scheme, setup_learning
+from runners import REGISTRY as runner_REGISTRY
+from test_learner import N_ACTIONS, OBS_DIM, FakeLogger, make_batch
+from test_value_algorithms import alg_args, make_alg_learner, short_smac_run
+from utils.logging import Logger
 from utils.rl_utils import build_gae_targets
+from utils.value_norm import ValueNorm
 
 th.set_num_threads(1)
+LOG = logging.getLogger("test_policy_algorithms")
 
-ALGS = ["coma"]
+ALGS = ["coma", "ippo"]
 # What each learner logs, under PyMARL2's names.
 STATS = {
     "coma_learner": {"critic_loss", "critic_grad_norm", "td_error_abs", "q_taken_mean", "target_mean",
                      "advantage_mean", "coma_loss", "agent_grad_norm", "pi_max"},
+    "ppo_learner": {"advantage_mean", "actor_loss", "entropy_loss", "grad_norm", "lr", "critic_loss", "target_mean"},
 }
+
+
+def policy_batch(seed: int = 0, n_agents: int = 3) -> EpisodeBatch:
+    """test_learner's make_batch with the probabilities the actions were sampled from (save_probs)."""
+    base = make_batch(seed, n_agents=n_agents, state_dim=2 * n_agents)
+    env_info = {"n_agents": n_agents, "n_actions": N_ACTIONS, "state_shape": 2 * n_agents, "obs_shape": OBS_DIM}
+    scheme, groups, preprocess = build_scheme(env_info, save_probs=True)
+    batch = EpisodeBatch(scheme, groups, base.batch_size, base.max_seq_length, preprocess=preprocess)
+    for key in base.scheme:
+        batch[key][:] = base[key]
+    logits = th.randn(batch["probs"].shape, generator=th.Generator().manual_seed(seed))
+    probs = th.softmax(logits, dim=-1) * batch["avail_actions"]  # [bs, T, n_agents, n_actions]
+    batch["probs"][:] = probs / probs.sum(-1, keepdim=True).clamp(min=1e-8)
+    return batch
+
+
+def batches(n_agents: int = 3) -> list:
+    return [policy_batch(seed, n_agents) for seed in range(3)]
 
 
 def policy_networks(learner) -> dict:
@@ -167,6 +197,89 @@ def test_gae_by_hand_stops_at_termination_and_padding():
     assert th.allclose(targets, values[:, :-1] + advantages)
 
 
+# --- IPPO -----------------------------------------------------------------------------------------
+
+def test_clipped_surrogate_by_hand():
+    ratios = th.tensor([1.5, 1.5, 0.5, 0.5, 3.0])
+    advantages = th.tensor([1.0, -1.0, 1.0, -1.0, 2.0])
+    mask = th.tensor([1.0, 1.0, 1.0, 1.0, 0.0])  # the last entry is padding
+    old_log_pi = th.log(th.tensor([0.2, 0.4, 0.6, 0.8, 0.1]))
+    loss = clipped_surrogate_loss(old_log_pi + th.log(ratios), old_log_pi, advantages, 0.2, mask)
+    # min(r A, clip(r, 0.8, 1.2) A): 1.2, -1.5, 0.5, -0.8
+    assert loss.item() == pytest.approx(-(1.2 - 1.5 + 0.5 - 0.8) / 4)
+
+
+def test_clipped_value_loss_by_hand():
+    old_values = th.tensor([1.0, 1.0, 1.0])
+    values = th.tensor([1.5, 0.9, 2.0])
+    targets = th.tensor([2.0, 0.0, 0.0])
+    mask = th.tensor([1.0, 1.0, 0.0])
+    # clipped values 1.2, 0.9: max((1.5-2)^2, (1.2-2)^2) = 0.64, max(0.81, 0.81) = 0.81
+    assert clipped_value_loss(values, old_values, targets, 0.2, mask).item() == pytest.approx(0.5 * (0.64 + 0.81) / 2)
+
+
+def test_advantages_are_normalised_over_valid_entries():
+    advantages = th.tensor([[1.0, 3.0, 100.0]])
+    normalised = normalise_advantages(advantages, th.tensor([[1.0, 1.0, 0.0]]))
+    std = th.tensor([1.0, 3.0]).std().item()
+    assert normalised[0, :2].tolist() == pytest.approx([-1.0 / (std + 1e-6), 1.0 / (std + 1e-6)])
+
+
+def test_value_norm_debiases_its_running_moments_and_inverts():
+    norm = ValueNorm()
+    values = th.tensor([1.0, 2.0, 3.0, 6.0])
+    norm.update(values)
+    mean, var = norm.mean_var()  # one update: the batch's own moments, debiased
+    assert mean.item() == pytest.approx(3.0, rel=1e-4) and var.item() == pytest.approx(3.5, rel=1e-3)
+    assert th.allclose(norm.normalize(values), (values - mean) / var.sqrt())
+    assert th.allclose(norm.denormalize(norm.normalize(values)), values, atol=1e-5)
+    norm.update(th.full((4,), 3.0))
+    assert norm.mean_var()[1].item() == pytest.approx(1.75, rel=1e-3)  # equal weights for both batches
+
+
+def test_ippo_critic_is_a_separate_one_output_network_of_the_agent_class():
+    learner, _ = make_alg_learner("ippo", n_agents=3)
+    assert type(learner.critic) is type(learner.mac.agent) and learner.critic.fc2.out_features == 1
+    assert learner.critic.layer_norm is not None  # ippo.yaml's use_layer_norm
+    assert {id(p) for p in learner.critic.parameters()}.isdisjoint(id(p) for p in learner.mac.parameters())
+
+
+def test_ippo_takes_mini_epochs_steps_and_the_first_ratio_is_one_on_policy():
+    learner, logger = make_alg_learner("ippo", n_agents=2, mini_epochs=1, entropy=0.0)
+    batch = policy_batch(0, n_agents=2)
+    with th.no_grad():  # store the current policy as the behaviour policy: every ratio is 1
+        batch["probs"][:] = learner.mac.forward_sequence(batch)
+    learner.train(batch, t_env=0, episode_num=0)
+    # ratio 1: the objective is -mean(A), and A is normalised to mean 0 over the valid entries
+    assert logger.stats["actor_loss"][0][1] == pytest.approx(0.0, abs=1e-6)
+    steps, optimiser_step = [], learner.optimiser.step
+
+    def counted_step(*args, **kwargs):
+        steps.append(1)
+        return optimiser_step(*args, **kwargs)
+
+    learner.optimiser.step = counted_step
+    learner.args.mini_epochs = 8
+    learner.train(batch, t_env=1, episode_num=1)
+    assert len(steps) == 8
+
+
+def test_the_runner_stores_the_probabilities_it_sampled_from(tmp_path):
+    config = build_config(["main.py", "--config=ippo", "--env-config=one_step_matrix_game"])
+    config.update(runner="episode", batch_size_run=1, use_cuda=False, local_results_path=str(tmp_path),
+                  epsilon_start=0.5, epsilon_finish=0.5)  # with an epsilon floor, to see it stored too
+    args = SimpleNamespace(**args_sanity_check(config, FakeLogger().console_logger), device="cpu")
+    runner = runner_REGISTRY[args.runner](args=args, logger=Logger(FakeLogger().console_logger))
+    try:
+        _, learner = setup_learning(args, runner, Logger(FakeLogger().console_logger))
+        batch = runner.run(test_mode=False)
+    finally:
+        runner.close_env()
+    with th.no_grad():
+        policy = learner.mac.forward_sequence(batch)[:, 0]  # [1, n_agents, n_actions], all available
+    assert th.allclose(batch["probs"][:, 0], 0.5 * policy + 0.5 / 3, atol=1e-6)
+
+
 # --- every algorithm: shapes, save and load, the command line -----------------------------------------
 
 @pytest.mark.parametrize("n_agents", [2, 3, 5])
@@ -174,7 +287,7 @@ def test_gae_by_hand_stops_at_termination_and_padding():
 def test_each_algorithm_trains_on_batches_of_several_agent_counts(alg, n_agents):
     learner, logger = make_alg_learner(alg, n_agents=n_agents)
     before = copy.deepcopy(learner.mac.agent.state_dict())
-    batch = make_batch(0, n_agents=n_agents, state_dim=2 * n_agents)
+    batch = policy_batch(0, n_agents)
     for step in range(3):
         learner.train(batch, t_env=step, episode_num=step)
     assert STATS[alg_args(alg).learner] <= set(logger.stats)
@@ -214,7 +327,18 @@ def test_save_and_load_continue_exactly(alg, tmp_path):
     assert same_networks(restored, trained)
 
 
-def test_coma_runs_saves_resumes_and_evaluates_from_the_command_line(tmp_path):
+@pytest.mark.parametrize("alg, overrides", [("ippo", ["accumulated_episodes=2", "batch_size=2"])])
+def test_each_algorithm_runs_and_saves_on_smac(alg, overrides, tmp_path):
+    """coma's run is in the resume test below. IPPO trains from its first batch (with its
+    accumulated_episodes of 8 so short a run might never train)."""
+    proc = short_smac_run(alg, str(tmp_path), *overrides)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "critic_loss" in proc.stderr  # the learner trained and logged
+    (token,) = os.listdir(tmp_path / "models")
+    assert token.startswith(alg_args(alg).name) and len(os.listdir(tmp_path / "models" / token)) >= 2
+
+
+def test_coma_runs_saves_and_resumes_from_the_command_line(tmp_path):
     proc = short_smac_run("coma", str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     (token,) = os.listdir(tmp_path / "models")
@@ -223,25 +347,47 @@ def test_coma_runs_saves_resumes_and_evaluates_from_the_command_line(tmp_path):
     resumed = short_smac_run("coma", str(tmp_path), "t_max=240", "resume=True", f"checkpoint_path={saved}")
     assert resumed.returncode == 0 and "Resumed at t_env" in resumed.stderr, resumed.stderr[-3000:]
     assert max(int(name) for name in os.listdir(saved)) >= 240
-    evaluated = run_main("--config=coma", "--env-config=sc2", "with", "env_args.map_name=3m", "evaluate=True",
-                         "test_nepisode=2", "batch_size_run=2", "use_cuda=False", f"checkpoint_path={saved}",
-                         f"local_results_path={tmp_path}")
-    assert evaluated.returncode == 0 and "Evaluation: 2 episodes" in evaluated.stderr, evaluated.stderr[-3000:]
 
 
 # --- learning ---------------------------------------------------------------------------------------
 
-MATRIX_GAME_SHORT = ["t_max=600", "epsilon_anneal_time=500", "runner=parallel", "batch_size_run=8", "buffer_size=8",
-                     "batch_size=8", "test_interval=200", "log_interval=200", "learner_log_interval=200",
-                     "runner_log_interval=200", "use_cuda=False"]
+MATRIX_GAME_SHORT = dict(epsilon_anneal_time=500, runner="parallel", batch_size_run=8, buffer_size=8, batch_size=8,
+                         test_interval=200, runner_log_interval=200, learner_log_interval=200)
 
 
-def test_coma_finds_the_optimum_of_the_nonmonotonic_matrix_game(tmp_path):
+def train_in_process(alg: str, env: str, seed: int, env_args: dict | None = None, **overrides) -> dict:
+    """Train `alg` on `env` as main.py would (its config and seeding, without the process start and sacred)
+    and return the logged stats, key -> values in order."""
+    config = build_config(["main.py", f"--config={alg}", f"--env-config={env}"])
+    config.update(overrides, seed=seed, env_args={**config["env_args"], **(env_args or {}), "seed": seed},
+                  use_cuda=False, log_interval=10 * overrides["t_max"])  # no print: it would clear the stats
+    args = SimpleNamespace(**args_sanity_check(config, LOG), device="cpu", unique_token=f"{alg}_{seed}")
+    random.seed(seed)
+    np.random.seed(seed)
+    th.manual_seed(seed)
+    logger = Logger(LOG)
+    runner = runner_REGISTRY[args.runner](args=args, logger=logger)
+    try:
+        buffer, learner = setup_learning(args, runner, logger)
+        TrainingLoop(args, runner, buffer, learner, logger).run()
+    finally:
+        runner.close_env()
+    return {key: [value for _, value in values] for key, values in logger.stats.items()}
+
+
+def test_coma_finds_the_optimum_of_the_nonmonotonic_matrix_game():
     """COMA's centralised critic values the joint action, so it finds the payoff of 12 that QMIX's
-    monotonic mixing misses. Measured (t_max 1000, seeds 1-6): greedy return 12 at every test from
-    t_env 200 on; here t_max 600 and seed 3."""
-    proc = run_main("--config=coma", "--env-config=one_step_matrix_game", "with", "seed=3",
-                    f"local_results_path={tmp_path}", *MATRIX_GAME_SHORT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    info = read_json(run_dir(str(tmp_path), "one_step_matrix_game", alg_args("coma").name, 1), "info.json")
-    assert info["test_return_mean"][-1] == pytest.approx(12.0)
+    monotonic mixing misses. Measured (t_max 600, seeds 0-5): greedy test return 0 at the start, 12 from
+    t_env 200 on; training return (epsilon falling to 0.01 at t_env 500) -0.05-1.48 at the start,
+    5.54-9.88 at t_env 600."""
+    stats = train_in_process("coma", "one_step_matrix_game", seed=3, t_max=600, **MATRIX_GAME_SHORT)
+    assert stats["test_return_mean"][-1] == pytest.approx(12.0) and stats["return_mean"][-1] >= 4.0
+
+
+def test_ippo_learns_the_monotonic_matrix_game():
+    """Independent PPO finds the dominant joint action (0, 0) of the monotonic matrix. Measured (seeds 0-5,
+    t_max 400): training return (sampled actions, no epsilon) 0.38-4.88 at the start, 11.70-11.88 at
+    t_env 400; greedy test return 12 from t_env 200 on (one seed's first test: 3)."""
+    stats = train_in_process("ippo", "one_step_matrix_game", seed=3, env_args={"matrix": "monotonic"}, t_max=400,
+                             **MATRIX_GAME_SHORT)
+    assert stats["return_mean"][-1] >= 10.5 and stats["test_return_mean"][-1] == pytest.approx(12.0)

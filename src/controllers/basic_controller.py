@@ -43,7 +43,8 @@ class BasicMAC:
         if self.agent_output_type not in OUTPUT_TYPES:
             raise ValueError(f"unknown agent_output_type '{self.agent_output_type}'; "
                              f"known: {', '.join(OUTPUT_TYPES)}")
-        self.agent = self._build_agent(self._get_input_shape(scheme))
+        self.input_shape = self._get_input_shape(scheme)  # per agent and step (build_sequence_inputs)
+        self.agent = self._build_agent(self.input_shape)
         if args.action_selector not in action_REGISTRY:
             raise ValueError(f"unknown action_selector '{args.action_selector}'; "
                              f"known: {', '.join(sorted(action_REGISTRY))}")

@@ -3,6 +3,7 @@ from .coma_learner import COMALearner
 from .dmaq_qatten_learner import DMAQLearner
 from .max_q_learner import MaxQLearner
 from .nq_learner import NQLearner
+from .ppo_learner import PPOLearner
 from .q_learner import QLearner
 from .qtran_learner import QTranLearner
 
@@ -13,4 +14,5 @@ REGISTRY = {
     "max_q_learner": MaxQLearner,  # OW-QMIX, CW-QMIX
     "qtran_learner": QTranLearner,  # QTRAN
     "coma_learner": COMALearner,  # COMA
+    "ppo_learner": PPOLearner,  # IPPO
 }

@@ -31,7 +31,7 @@ from components.episode_buffer import EpisodeBatch
 from modules.critics import COMACritic
 from utils.rl_utils import build_td_lambda_targets
 
-from .policy_learner import PolicyLearner, masked_mean, taken
+from .policy_learner import PolicyLearner, entropy, masked_mean, taken
 from .q_learner import Transitions, batch_transitions
 
 CRITIC_STATS = ("critic_loss", "critic_grad_norm", "td_error_abs", "q_taken_mean", "target_mean")
@@ -50,13 +50,6 @@ def counterfactual_advantages(policies: th.Tensor, q_values: th.Tensor, actions:
     [..., n_actions], actions [..., 1] (long) -> [...], without gradients."""
     baseline = (policies * q_values).sum(-1)  # [...]
     return (taken(q_values, actions) - baseline).detach()
-
-
-def entropy(policies: th.Tensor) -> th.Tensor:
-    """Entropy of policies [..., n_actions] -> [...]. Zero probabilities (unavailable actions) add 0, and
-    their log is clamped as torch's Categorical clamps it, so that the gradient stays finite."""
-    log_policies = th.log(policies.clamp(min=th.finfo(policies.dtype).tiny))
-    return -(policies * log_policies).sum(-1)
 
 
 class COMALearner(PolicyLearner):

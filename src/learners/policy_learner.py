@@ -41,6 +41,13 @@ def taken(values: th.Tensor, actions: th.Tensor) -> th.Tensor:
     return th.gather(values, dim=-1, index=actions).squeeze(-1)
 
 
+def entropy(policies: th.Tensor) -> th.Tensor:
+    """Entropy of policies [..., n_actions] -> [...]. Zero probabilities (unavailable actions) add 0, and
+    their log is clamped as torch's Categorical clamps it, so that the gradient stays finite."""
+    log_policies = th.log(policies.clamp(min=th.finfo(policies.dtype).tiny))
+    return -(policies * log_policies).sum(-1)
+
+
 class PolicyLearner:
     """The shared part of the policy-gradient learners; subclasses implement ``train``."""
 
