@@ -37,7 +37,6 @@ Simplifications against SC2:
 - the Colossus walks on the pathing grid dilated by one cell (it steps over 2-cell cliffs);
 - enemy Medivacs heal the nearest damaged biological ally in sight, else follow their army.
 """
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -112,7 +111,11 @@ def _dilate(grid: np.ndarray) -> np.ndarray:
 
 
 class _FlowFields:
-    """Breadth-first distances to goal cells over a walkable grid, cached per goal."""
+    """Breadth-first distances to goal cells over a walkable grid, cached per goal.
+
+    Steps go to the 8 neighbours of a cell. A diagonal step between two walkable cells always
+    has room: where an orthogonal cell is blocked, its corner triangle between them is walkable
+    (see _cell_parts)."""
 
     _NEIGHBOURS = ((1, 0), (-1, 0), (0, 1), (0, -1), (1, 1), (1, -1), (-1, 1), (-1, -1))
 
@@ -120,30 +123,35 @@ class _FlowFields:
         self.walkable = walkable
         self._fields: dict[tuple[int, int], np.ndarray] = {}
         self._plans: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._next_to = self._neighbour_table(walkable)
 
-    def _step_ok(self, x: int, y: int, dx: int, dy: int) -> bool:
-        nx, ny = x + dx, y + dy
-        w = self.walkable
-        if not (0 <= nx < w.shape[0] and 0 <= ny < w.shape[1] and w[nx, ny]):
-            return False
-        # A diagonal step between two walkable cells always has room: where an orthogonal cell
-        # is blocked, its corner triangle between them is walkable (see _cell_parts).
-        return True
+    @classmethod
+    def _neighbour_table(cls, walkable: np.ndarray) -> np.ndarray:
+        """Flat index of each cell's walkable neighbours, -1 where off the grid or blocked
+        -> int [X * Y + 1, 8] (the last row, all -1, is where index -1 lands)."""
+        nx, ny = walkable.shape
+        xs, ys = np.meshgrid(np.arange(nx), np.arange(ny), indexing="ij")
+        table = np.full((nx * ny + 1, len(cls._NEIGHBOURS)), -1, dtype=np.int64)
+        for k, (dx, dy) in enumerate(cls._NEIGHBOURS):
+            tx, ty = xs + dx, ys + dy
+            ok = (tx >= 0) & (tx < nx) & (ty >= 0) & (ty < ny)
+            ok[ok] = walkable[tx[ok], ty[ok]]
+            table[:-1, k] = np.where(ok, tx * ny + ty, -1).ravel()
+        return table
 
     def field(self, goal: tuple[int, int]) -> np.ndarray:
         """Steps from every cell to `goal` (inf where unreachable) -> float [map_x, map_y]."""
         if goal not in self._fields:
-            dist = np.full(self.walkable.shape, np.inf)
+            dist = np.full(self.walkable.size + 1, np.inf)  # [X * Y + 1], the last entry a sink
             if self.walkable[goal]:
-                dist[goal] = 0.0
-                queue = deque([goal])
-                while queue:
-                    x, y = queue.popleft()
-                    for dx, dy in self._NEIGHBOURS:
-                        if self._step_ok(x, y, dx, dy) and dist[x + dx, y + dy] == np.inf:
-                            dist[x + dx, y + dy] = dist[x, y] + 1.0
-                            queue.append((x + dx, y + dy))
-            self._fields[goal] = dist
+                frontier = np.array([goal[0] * self.walkable.shape[1] + goal[1]])
+                level = 0.0
+                while frontier.size:  # breadth-first, one whole level of cells at a time
+                    dist[frontier] = level
+                    level += 1.0
+                    reached = self._next_to[frontier].ravel()
+                    frontier = np.unique(reached[(reached >= 0) & (dist[reached] == np.inf)])
+            self._fields[goal] = dist[:-1].reshape(self.walkable.shape)
         return self._fields[goal]
 
     def plan(self, goal: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
@@ -153,22 +161,12 @@ class _FlowFields:
         shortest path, or the goal cell's centre when it is nearer)."""
         if goal not in self._plans:
             dist = self.field(goal)
-            w = self.walkable
-            nx, ny = w.shape
+            nx, ny = self.walkable.shape
             xs, ys = np.meshgrid(np.arange(nx), np.arange(ny), indexing="ij")
             cheb = np.maximum(np.abs(xs - goal[0]), np.abs(ys - goal[1]))
             open_ = np.isfinite(dist) & (dist <= cheb)
-            nxt = np.full(w.shape, -1, dtype=np.int64)     # flat index of the next cell
-            for x in range(nx):
-                for y in range(ny):
-                    if not np.isfinite(dist[x, y]) or (x, y) == goal:
-                        continue
-                    best, best_d = -1, dist[x, y]
-                    for dx, dy in self._NEIGHBOURS:
-                        if self._step_ok(x, y, dx, dy) and dist[x + dx, y + dy] < best_d:
-                            best, best_d = (x + dx) * ny + y + dy, dist[x + dx, y + dy]
-                    nxt[x, y] = best
-            flat = np.arange(nx * ny).reshape(w.shape)
+            nxt = self._next_cells(dist)                   # [X, Y] flat index of the next cell
+            flat = np.arange(nx * ny).reshape(self.walkable.shape)
             one = np.where(nxt >= 0, nxt, flat)
             two = np.where(one.ravel()[one] >= 0, nxt.ravel()[one], one)
             two = np.where(two >= 0, two, one)
@@ -176,8 +174,29 @@ class _FlowFields:
             self._plans[goal] = (open_, aim)
         return self._plans[goal]
 
+    def _next_cells(self, dist: np.ndarray) -> np.ndarray:
+        """Next cell on a shortest path from each cell: the first neighbour (in _NEIGHBOURS
+        order) of the smallest distance, if that is below the cell's own (-1 where none: the
+        goal, unreachable cells) -> flat indices, int [X, Y]."""
+        table = self._next_to[:-1]                                         # [X * Y, 8]
+        around = np.where(table >= 0, dist.ravel()[table], np.inf)         # [X * Y, 8]
+        best = around.argmin(axis=1)
+        rows = np.arange(table.shape[0])
+        own = dist.ravel()
+        closer = (around[rows, best] < own) & np.isfinite(own)
+        return np.where(closer, table[rows, best], -1).reshape(dist.shape)
+
 
 _WHOLE = 15
+_CUT = np.arange(16) % 15 > 0  # codes of _cell_parts for a cell cut by a diagonal cliff
+
+
+def _inside_cut(parts: np.ndarray, fx: np.ndarray, fy: np.ndarray) -> np.ndarray:
+    """Whether points at (fx, fy) within their cells lie in a walkable triangle of a cut cell
+    (codes of _cell_parts)."""
+    low, high = fx + fy <= 1.0, fx + fy >= 1.0
+    return (((parts & 1) > 0) & low) | (((parts & 2) > 0) & (fx >= fy)) \
+        | (((parts & 4) > 0) & (fy >= fx)) | (((parts & 8) > 0) & high)
 
 
 def _cell_parts(grid: np.ndarray) -> np.ndarray:
@@ -324,6 +343,10 @@ class BuiltinEngine:
         self._mass = self._radius ** 2
         # Tiny antisymmetric offset: two units on the same point still push apart.
         self._tie = 1e-6 * np.sign(self._idx[:, None] - self._idx[None, :]).astype(np.complex128)
+        # The pairs that can collide, each once (i < j, row-major as np.nonzero lists them): the
+        # solver measures gaps on these [P] instead of on the whole [n, n] matrix.
+        self._pair_a, self._pair_b = np.nonzero(np.triu(np.isfinite(rsum), 1))
+        self._pair_tie = self._tie[self._pair_a, self._pair_b]
 
     def _build_enemy_tables(self, stats: list[us.UnitStats]) -> None:
         """Constants of the enemy AI; [enemies, allies] tables."""
@@ -353,7 +376,12 @@ class BuiltinEngine:
         grids = (grid, _dilate(grid), np.ones_like(grid))
         # Walkable parts of each cell: bit 1, 2, 4, 8 = the triangle at its bottom-left,
         # bottom-right, top-left, top-right corner; 15 = the whole cell (see _cell_parts).
-        self._padded = np.stack([np.pad(_cell_parts(g), _BORDER) for g in grids])  # [3, X + 2B, Y + 2B]
+        # Square (the shorter side padded further with blocked cells): one bound for x and y.
+        side = max(grid.shape) + 2 * _BORDER
+        self._padded = np.stack([np.pad(_cell_parts(g), ((_BORDER, side - _BORDER - g.shape[0]),
+                                                         (_BORDER, side - _BORDER - g.shape[1])))
+                                 for g in grids])                      # [3, side, side]
+        self._any_cut = bool(_CUT[self._padded].any())
         self._flows = tuple(_FlowFields(g) for g in grids)
         # Only a walkable area with notches (corridor's choke, 2c_vs_64zg's cliff, ...) can put
         # terrain between a unit and its destination; a rectangle or octagon-like arena cannot.
@@ -379,6 +407,7 @@ class BuiltinEngine:
         self._target = np.full(n, -1, dtype=np.int64)
         self._last_damage = np.full(n, -np.inf)
         self._rsum_live = self._rsum.copy()
+        self._pair_rsum_live = self._rsum[self._pair_a, self._pair_b]  # [P], -inf once one is dead
         self._mobile = self._speed > 0
         self._side = np.zeros(n)  # side (+1 left, -1 right) a blocked mover last turned to
         self._last_step = np.zeros(n)  # distance each unit moved in the last tick
@@ -402,6 +431,7 @@ class BuiltinEngine:
         self._side[:] = 0.0
         self._last_step[:] = self._tick_speed  # as if all were walking at full speed
         self._rsum_live = self._rsum.copy()
+        self._pair_rsum_live = self._rsum[self._pair_a, self._pair_b]
         self._last_damage[:] = -np.inf
         self._loop = 0
         self._deaths = False
@@ -454,8 +484,7 @@ class BuiltinEngine:
     def _walkable_point(self, i: int, p: complex) -> bool:
         if not (0.0 <= p.real < self.map_x and 0.0 <= p.imag < self.map_y):
             return False
-        parts = self._padded[self._grid_of[i], int(p.real) + _BORDER, int(p.imag) + _BORDER]
-        return bool(self._inside(np.array([parts]), np.array([p]))[0])
+        return bool(self._walkable_on(self._grid_of[i], np.array([p]))[0])
 
     def _give_enemy_orders(self, rng: np.random.Generator) -> None:
         order = self.scenario.enemy_order
@@ -611,8 +640,7 @@ class BuiltinEngine:
 
     def _walkable_many(self, units: np.ndarray, pts: np.ndarray) -> np.ndarray:
         """Whether each unit could stand at each of its points -> bool like pts [u, k]."""
-        return self._inside(self._padded[self._grid_of[units][:, None], self._cell_x(pts.real),
-                                         self._cell_y(pts.imag)], pts)
+        return self._walkable_on(self._grid_of[units][:, None], pts)
 
     def _line_blocked(self, g: np.ndarray, dest: np.ndarray) -> np.ndarray:
         """Whether the straight line from each unit g to dest crosses a cell its grid blocks
@@ -621,8 +649,7 @@ class BuiltinEngine:
         span = dest - z
         k = int(np.ceil(2.0 * np.abs(span).max())) + 1
         pts = z[:, None] + span[:, None] * np.linspace(0.0, 1.0, k)[None, :]     # [g, k]
-        parts = self._padded[self._grid_of[g][:, None], self._cell_x(pts.real), self._cell_y(pts.imag)]
-        return ~self._inside(parts, pts).all(axis=1)
+        return ~self._walkable_on(self._grid_of[g][:, None], pts).all(axis=1)
 
     def _route_headings(self, units: np.ndarray, dest: np.ndarray, heading: np.ndarray) -> None:
         """Headings (in place) of units whose straight line to `dest` is blocked by terrain: along
@@ -745,36 +772,31 @@ class BuiltinEngine:
                 return
 
     def _walkable(self, p: np.ndarray) -> np.ndarray:
-        """Whether each unit could stand at p (its own grid; air anywhere on the map) -> bool [n].
+        """Whether each unit could stand at p (its own grid; air anywhere on the map) -> bool [n]."""
+        return self._walkable_on(self._grid_of, p)
+
+    def _walkable_on(self, grid: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """Whether points p lie on walkable ground of grid `grid` (0 ground, 1 cliff-walkers,
+        2 air; broadcast against p) -> bool like p.
 
         The grids carry a border of blocked cells wide enough for one tick of movement, so
-        positions just outside the map need no clipping."""
-        return self._inside(self._padded[self._grid_of, self._cell_x(p.real), self._cell_y(p.imag)], p)
-
-    @staticmethod
-    def _inside(parts: np.ndarray, p: np.ndarray) -> np.ndarray:
-        """Whether points p lie in the walkable parts of their cells (codes of _cell_parts)."""
+        positions just outside the map need no clipping; floor first (x + _BORDER can round up
+        to the next integer when x is just below one), and far outside the map -> the border."""
+        if not p.flags.c_contiguous:
+            p = p.copy()
+        xy = p.view(np.float64).reshape(*p.shape, 2)  # [..., 2]: x, y
+        floor = np.floor(xy)
+        cell = floor.astype(np.int64)
+        cell += _BORDER
+        np.maximum(cell, 0, out=cell)
+        np.minimum(cell, self._padded.shape[1] - 1, out=cell)
+        parts = self._padded[grid, cell[..., 0], cell[..., 1]]
         whole = parts == _WHOLE
-        if not ((parts != 0) & ~whole).any():
+        if not (self._any_cut and _CUT[parts].any()):
             return whole
-        fx, fy = p.real - np.floor(p.real), p.imag - np.floor(p.imag)
-        low, high = fx + fy <= 1.0, fx + fy >= 1.0
-        return whole | (((parts & 1) > 0) & low) | (((parts & 2) > 0) & (fx >= fy)) \
-            | (((parts & 4) > 0) & (fy >= fx)) | (((parts & 8) > 0) & high)
-
-    def _cell_x(self, x: np.ndarray) -> np.ndarray:
-        """Padded-grid column of world x (floor first: x + _BORDER can round up to the next
-        integer when x is just below one; far outside the map -> the blocked border)."""
-        c = np.floor(x).astype(np.int64)
-        c += _BORDER
-        np.maximum(c, 0, out=c)
-        return np.minimum(c, self._padded.shape[1] - 1, out=c)
-
-    def _cell_y(self, y: np.ndarray) -> np.ndarray:
-        c = np.floor(y).astype(np.int64)
-        c += _BORDER
-        np.maximum(c, 0, out=c)
-        return np.minimum(c, self._padded.shape[2] - 1, out=c)
+        frac = xy - floor
+        fx, fy = frac[..., 0], frac[..., 1]
+        return whole | _inside_cut(parts, fx, fy)
 
     def _shoot(self, start: np.ndarray, k: int) -> None:
         """Fire every weapon that is ready within this tick, in loop order.
@@ -855,6 +877,7 @@ class BuiltinEngine:
         self._mode[t] = _IDLE
         self._rsum_live[t, :] = -np.inf
         self._rsum_live[:, t] = -np.inf
+        self._pair_rsum_live[(self._pair_a == t) | (self._pair_b == t)] = -np.inf
 
     def _burst(self, b: int, at: float, died_at: dict) -> None:
         """Volatile Burst around dead Baneling b: every enemy ground unit within 2.2 (edge)."""
@@ -909,59 +932,84 @@ class BuiltinEngine:
         immobile for the rest of the solve. When the rules cannot be met (a unit squeezed
         between units it must yield to, or pushed into pairs not watched yet), every unit
         shares by mass: after COLLISION_RULE_ITERS sweeps, and in every later round."""
-        z = self._z
-        n = self.n
         # Only a unit that moved this tick can have run into another (the last solve left none).
-        mv = np.flatnonzero(self._last_step > 0.0)
-        if mv.size == 0:
+        moved = self._last_step > 0.0
+        if not moved.any():
             return
-        gap = np.abs(z[mv, None] - z[None, :] + self._tie[mv]) - self._rsum_live[mv]
-        if gap.min() >= -COLLISION_TOL:
+        gap = self._pair_gaps()
+        if not ((gap < -COLLISION_TOL) & (moved[self._pair_a] | moved[self._pair_b])).any():
             return
+        rank = rank.copy()  # units found stuck against a wall become immobile for the solve
         for rnd in range(_SEP_ROUNDS):  # pairs pushed into contact during a solve: the next
-            gap = np.abs(z[:, None] - z[None, :] + self._tie) - self._rsum_live   # [n, n]
-            if gap.min() >= -COLLISION_TOL:
-                return
+            if rnd > 0:
+                gap = self._pair_gaps()
+                if gap.min() >= -COLLISION_TOL:
+                    return
             # The watched pairs widen round by round (a unit squeezed from both sides moves far).
-            a, b = np.nonzero(np.triu(gap < _SEP_MARGIN * (1 + rnd), 1))
-            rsum = self._rsum_live[a, b]
-            tie = self._tie[a, b]
-            fixed = rank == _R_FIXED
-            share_a, share_b = self._shares(a, b, rank)
-            for sweep in range(COLLISION_MAX_ITERS):
-                if sweep == COLLISION_RULE_ITERS or (sweep == 0 and rnd > 0):
-                    # Jammed (a unit squeezed where it cannot give way enough): everyone yields.
-                    share_a, share_b = self._shares(a, b, np.where(fixed, _R_FIXED, _R_IDLE), True)
-                d = z[a] - z[b] + tie
-                dist = np.abs(d)
-                over = rsum - dist
-                if over.max() <= COLLISION_TOL:
-                    break
-                touching = over > 0.0
-                push = np.where(touching, over / np.maximum(dist, _EPS), 0.0) * d  # a off b fully
-                wa, wb = touching & (share_a > 0.0), touching & (share_b > 0.0)
-                pa, pb = push * share_a, push * share_b
-                count = np.bincount(a, wa, n) + np.bincount(b, wb, n)
-                step = (_SEP_RELAX / np.maximum(count, 1.0)) * (
-                    np.bincount(a, pa.real, n) - np.bincount(b, pb.real, n)
-                    + 1j * (np.bincount(a, pa.imag, n) - np.bincount(b, pb.imag, n)))
-                new = z + step
-                ok = self._walkable(new)
-                if not ok.all():
-                    # Slide along the wall: keep the walkable axis of the push, else stay.
-                    blocked = ~ok & (step != 0)
-                    along_x = z + step.real
-                    along_y = z + 1j * step.imag
-                    ok_x = blocked & self._walkable(along_x)
-                    ok_y = blocked & ~ok_x & self._walkable(along_y)
-                    new = np.where(ok_x, along_x, np.where(ok_y, along_y, new))
-                    ok |= ok_x | ok_y
-                    stuck = blocked & ~ok_x & ~ok_y & ~fixed
-                    if stuck.any():
-                        fixed |= stuck
-                        rank = np.where(fixed, _R_FIXED, rank)
-                        share_a, share_b = self._shares(a, b, rank)
-                np.copyto(z, new, where=ok)
+            watched = np.flatnonzero(gap < _SEP_MARGIN * (1 + rnd))
+            self._solve_round(watched, rank, jammed=rnd > 0)
+
+    def _pair_gaps(self) -> np.ndarray:
+        """Edge gap of every pair that can collide (+inf once one of them is dead) -> float [P]."""
+        z = self._z
+        return np.abs(z[self._pair_a] - z[self._pair_b] + self._pair_tie) - self._pair_rsum_live
+
+    def _solve_round(self, pairs: np.ndarray, rank: np.ndarray, jammed: bool) -> None:
+        """One round of _separate over the watched pairs (indices into the pair list): sweeps
+        until no watched pair overlaps by more than COLLISION_TOL. Works on the units of those
+        pairs only (local indices); `rank` (all units) is updated in place for stuck units."""
+        a, b = self._pair_a[pairs], self._pair_b[pairs]
+        units, local = np.unique(np.concatenate((a, b)), return_inverse=True)
+        nu = units.size
+        la, lb = local[:a.size], local[a.size:]
+        # One bincount per sweep: rows count a, count b, push a (x, y), push b (x, y).
+        bins = np.concatenate((la, lb + nu, la + 2 * nu, la + 3 * nu, lb + 4 * nu, lb + 5 * nu))
+        grid = self._grid_of[units]
+        rsum = self._pair_rsum_live[pairs]
+        tie = self._pair_tie[pairs]
+        z = self._z[units]
+        fixed = rank[units] == _R_FIXED
+        for sweep in range(COLLISION_MAX_ITERS):
+            if sweep == 0 or sweep == COLLISION_RULE_ITERS:
+                # Jammed (a unit squeezed where it cannot give way enough): everyone yields.
+                by_mass = jammed or sweep == COLLISION_RULE_ITERS
+                share_a, share_b = self._shares(a, b, np.where(rank == _R_FIXED, _R_FIXED, _R_IDLE)
+                                                if by_mass else rank, by_mass)
+            d = z[la] - z[lb] + tie
+            dist = np.abs(d)
+            over = rsum - dist
+            if over.max() <= COLLISION_TOL:
+                break
+            touching = over > 0.0
+            push = np.where(touching, over / np.maximum(dist, _EPS), 0.0) * d  # a off b fully
+            pa, pb = push * share_a, push * share_b
+            sums = np.bincount(bins, np.concatenate((touching & (share_a > 0.0), touching & (share_b > 0.0),
+                                                     pa.real, pa.imag, pb.real, pb.imag)),
+                               6 * nu).reshape(6, nu)
+            step = (_SEP_RELAX / np.maximum(sums[0] + sums[1], 1.0)) * (
+                sums[2] - sums[4] + 1j * (sums[3] - sums[5]))
+            new = z + step
+            ok = self._walkable_on(grid, new)
+            np.copyto(z, new, where=ok)
+            if ok.all():
+                continue
+            rows = np.flatnonzero(~ok & (step != 0))
+            stuck = rows[~self._slide(z, rows, step[rows], grid[rows]) & ~fixed[rows]]
+            if stuck.size:
+                fixed[stuck] = True
+                rank[units[stuck]] = _R_FIXED
+                share_a, share_b = self._shares(a, b, rank)
+        self._z[units] = z
+
+    def _slide(self, z: np.ndarray, rows: np.ndarray, step: np.ndarray, grid: np.ndarray) -> np.ndarray:
+        """Pushes of z[rows] by step that the terrain blocks slide along the wall: keep the
+        walkable axis of the step, else stay (z changed in place) -> bool [rows]: moved."""
+        along_x = z[rows] + step.real
+        along_y = z[rows] + 1j * step.imag
+        ok_x, ok_y = self._walkable_on(np.tile(grid, 2), np.concatenate((along_x, along_y))).reshape(2, -1)
+        ok_y &= ~ok_x
+        z[rows] = np.where(ok_x, along_x, np.where(ok_y, along_y, z[rows]))
+        return ok_x | ok_y
 
     def _shares(self, a: np.ndarray, b: np.ndarray, rank: np.ndarray,
                 by_mass_only: bool = False) -> tuple[np.ndarray, np.ndarray]:
