@@ -4,10 +4,12 @@ from .basic_controller import BasicMAC
 from .central_controller import CentralBasicMAC
 from .conv_controller import ConvMAC
 from .n_controller import NMAC
+from .ppo_controller import PPOMAC
 
 REGISTRY = {
     "basic_mac": BasicMAC,
     "n_mac": NMAC,
     "conv_mac": ConvMAC,
     "basic_central_mac": CentralBasicMAC,
+    "ppo_mac": PPOMAC,  # VMIX: policy and value (rnn_ppo agent)
 }

@@ -56,9 +56,13 @@ class BasicMAC:
         """Actions [len(bs), n_agents] for the episodes `bs` at step t_ep. The network runs on the
         whole batch so every episode's memory advances in step."""
         avail_actions = ep_batch["avail_actions"][:, t_ep]  # [bs, n_agents, n_actions]
-        agent_outputs = self.forward(ep_batch, t_ep, test_mode=test_mode)
+        agent_outputs = self.acting_outputs(ep_batch, t_ep, test_mode=test_mode)
         return self.action_selector.select_action(agent_outputs[bs], avail_actions[bs], t_env,
                                                   test_mode=test_mode)
+
+    def acting_outputs(self, ep_batch: EpisodeBatch, t: int, test_mode: bool = False) -> th.Tensor:
+        """What the action selector sees at step t: the forward outputs [bs, n_agents, n_actions]."""
+        return self.forward(ep_batch, t, test_mode=test_mode)
 
     def forward(self, ep_batch: EpisodeBatch, t: int, test_mode: bool = False) -> th.Tensor:
         """Agent outputs [bs, n_agents, n_actions] at step t; advances hidden_states.

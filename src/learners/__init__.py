@@ -3,6 +3,7 @@ from .coma_learner import COMALearner
 from .dmaq_qatten_learner import DMAQLearner
 from .max_q_learner import MaxQLearner
 from .nq_learner import NQLearner
+from .policy_gradient_v2 import PolicyGradientV2Learner
 from .ppo_learner import PPOLearner
 from .q_learner import QLearner
 from .qtran_learner import QTranLearner
@@ -15,4 +16,5 @@ REGISTRY = {
     "qtran_learner": QTranLearner,  # QTRAN
     "coma_learner": COMALearner,  # COMA
     "ppo_learner": PPOLearner,  # IPPO
+    "policy_gradient_v2": PolicyGradientV2Learner,  # VMIX
 }

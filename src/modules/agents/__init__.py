@@ -4,6 +4,7 @@ from .central_rnn_agent import CentralRNNAgent
 from .conv_agent import ConvAgent
 from .n_rnn_agent import NRNNAgent
 from .rnn_agent import RNNAgent
+from .rnn_ppo_agent import RNNPPOAgent
 
 REGISTRY = {
     "rnn": RNNAgent,
@@ -11,4 +12,5 @@ REGISTRY = {
     "att_rnn": ATTRNNAgent,
     "central_rnn": CentralRNNAgent,
     "conv_agent": ConvAgent,
+    "rnn_ppo": RNNPPOAgent,  # VMIX (ppo_mac): policy logits and a state value
 }
