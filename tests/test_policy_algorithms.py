@@ -18,11 +18,12 @@ from learners.policy_learner import entropy
 from learners.ppo_learner import clipped_surrogate_loss, clipped_value_loss, normalise_advantages
 from modules.mixers.qmix_original import OriginalQMixer
 from learners.q_learner import Transitions
-from main import build_config
+from main import build_config, checked_params
 from run.run import TrainingLoop, args_sanity_check, build_scheme, setup_learning
 from runners import REGISTRY as runner_REGISTRY
 from test_learner import N_ACTIONS, OBS_DIM, FakeLogger, make_batch
 from test_value_algorithms import alg_args, make_alg_learner, short_smac_run
+from utils.config_check import range_error
 from utils.logging import Logger
 from utils.rl_utils import build_gae_targets
 from utils.value_norm import ValueNorm
@@ -148,7 +149,8 @@ def test_coma_actor_loss_by_hand():
     adv = [3.0 - (0.25 * 1 + 0.75 * 3), 2.0 - (0.5 * 2 + 0.5 * 0)]  # 0.5, 1.0
     log_pi = [th.log(th.tensor(0.75)).item(), th.log(th.tensor(0.5)).item()]
     coma_loss = -(adv[0] * log_pi[0] + adv[1] * log_pi[1]) / 2
-    entropies = [-(0.25 * th.log(th.tensor(0.25)) + 0.75 * th.log(th.tensor(0.75))).item(), th.log(th.tensor(2.0)).item()]
+    entropies = [-(0.25 * th.log(th.tensor(0.25)) + 0.75 * th.log(th.tensor(0.75))).item(),
+                 th.log(th.tensor(2.0)).item()]
     assert loss.item() == pytest.approx(coma_loss - 0.5 * sum(entropies) / 2, rel=1e-5)
     assert stats["coma_loss"].item() == pytest.approx(coma_loss, rel=1e-5)
     assert stats["advantage_mean"].item() == pytest.approx(0.75) and stats["pi_max"].item() == pytest.approx(0.625)
@@ -320,7 +322,8 @@ def test_vmix_loss_by_hand():
     assert (stats["pg_loss"].item(), stats["critic_loss"].item()) == pytest.approx((pg_loss, vf_loss), rel=1e-5)
     assert stats["target_mean"].item() == pytest.approx(sum(targets) / 2)
     loss.backward()  # the value loss alone moves the values: 0.1 * 2 (V - G) / 2 per step, nothing for the last
-    assert joint_values.grad[0, :, 0].tolist() == pytest.approx([0.1 * (1.0 - targets[0]), 0.1 * (2.0 - targets[1]), 0.0])
+    expected = [0.1 * (1.0 - targets[0]), 0.1 * (2.0 - targets[1]), 0.0]
+    assert joint_values.grad[0, :, 0].tolist() == pytest.approx(expected)
 
 
 def test_vmix_without_a_mixer_trains_independent_actor_critics():
@@ -329,6 +332,31 @@ def test_vmix_without_a_mixer_trains_independent_actor_critics():
     assert learner.mixer is None and "mixer.th" not in learner.model_files() and logger.stats["critic_loss"]
     with pytest.raises(ValueError, match="policy_gradient_v2 mixes the agents' values with qmix or vdn"):
         make_alg_learner("vmix", mixer="qatten")
+
+
+# --- the training loop and config for the on-policy algorithms -----------------------------------------
+
+@pytest.mark.parametrize("every, trains", [(None, [True, True, True, True]), (4, [False, True, False, True]),
+                                           (8, [False, False, False, True])])
+def test_accumulated_episodes_skips_training_steps_only(every, trains):
+    loop = TrainingLoop.__new__(TrainingLoop)  # only the counters accumulated() reads
+    loop.args = SimpleNamespace(accumulated_episodes=every, batch_size_run=2)
+    decisions = []
+    for loop.episode in (0, 2, 4, 6):
+        decisions.append(loop.accumulated())
+    assert decisions == trains
+
+
+def test_on_policy_settings_are_checked():
+    config = build_config(["main.py", "--config=ippo", "--env-config=sc2"])
+    assert checked_params(["main.py", "with", "accumulated_episodes=4", "eps_clip=0.1"], config)[2:] == \
+        ["accumulated_episodes=4", "eps_clip=0.1"]
+    assert range_error({**config, "accumulated_episodes": 0}) == "accumulated_episodes=0 must be at least 1"
+    assert range_error({**config, "gae_lambda": 1.5}) == "gae_lambda=1.5 must be within [0.0, 1.0]"
+    # coma.yaml's SMAC-only env_args.state_last_action is left out for envs that do not take it
+    assert "state_last_action" not in build_config(["main.py", "--config=coma", "--env-config=one_step_matrix_game"])[
+        "env_args"]
+    assert build_config(["main.py", "--config=coma", "--env-config=sc2"])["env_args"]["state_last_action"] is False
 
 
 # --- every algorithm: shapes, save and load, the command line -----------------------------------------

@@ -72,6 +72,7 @@ class COMALearner(PolicyLearner):
         self.last_target_update_step = 0
 
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int, per_weight: th.Tensor | None = None) -> dict:
+        """The critic's steps, then one actor step; per_weight (prioritized replay) is refused at construction."""
         data = batch_transitions(batch)
         q_values, critic_stats = self._train_critic(batch, data, t_env)  # [bs, T-1, n_agents, n_actions]
         policies = self._policies(batch)[:, :-1]  # [bs, T-1, n_agents, n_actions]

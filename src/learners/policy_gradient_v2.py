@@ -57,6 +57,7 @@ class PolicyGradientV2Learner(PolicyLearner):
         self.optimisers = {"opt.th": self.optimiser}
 
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int, per_weight: th.Tensor | None = None) -> dict:
+        """One actor-critic step on the batch; per_weight (prioritized replay) is refused at construction."""
         data = batch_transitions(batch)
         policies, values = self._policies(batch)  # [bs, T, n_agents, n_actions], [bs, T, n_agents, 1]
         joint_values = self._mix(values.squeeze(-1), batch["state"])  # [bs, T, k]

@@ -83,6 +83,7 @@ class PPOLearner(PolicyLearner):
         self.optimisers = {"agent_opt.th": self.optimiser}
 
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int, per_weight: th.Tensor | None = None) -> dict:
+        """mini_epochs PPO steps on the batch; per_weight (prioritized replay) is refused at construction."""
         data = batch_transitions(batch)
         mask = data.mask  # [bs, T-1, 1]: broadcasts over the agents
         actions = data.actions  # [bs, T-1, n_agents, 1]
