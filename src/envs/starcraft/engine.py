@@ -37,6 +37,7 @@ Simplifications against SC2:
 - the Colossus walks on the pathing grid dilated by one cell (it steps over 2-cell cliffs);
 - enemy Medivacs heal the nearest damaged biological ally in sight, else follow their army.
 """
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -216,23 +217,35 @@ def _cell_parts(grid: np.ndarray) -> np.ndarray:
     return np.where(grid, _WHOLE, code).astype(np.uint8)
 
 
-def _segment_min(rows: np.ndarray, values: np.ndarray, size: int, empty: float) -> np.ndarray:
-    """Minimum of `values` per row for rows sorted ascending (rows without values: `empty`)
-    -> float [size]."""
-    out = np.full(size, empty)
-    if rows.size:
-        starts = np.flatnonzero(np.concatenate(([True], rows[1:] != rows[:-1])))
-        out[rows[starts]] = np.minimum.reduceat(values, starts)
+@functools.cache
+def _fractions(k: int) -> np.ndarray:
+    """k evenly spaced fractions 0..1 (np.linspace, cached: lines are sampled every tick)."""
+    out = np.linspace(0.0, 1.0, k)
+    out.flags.writeable = False
     return out
 
 
-def _first_per_row(rows: np.ndarray, picked: np.ndarray) -> np.ndarray:
-    """Indices of the first picked entry of each row (rows sorted ascending)."""
-    idx = np.flatnonzero(picked)
-    if idx.size:
-        r = rows[idx]
-        idx = idx[np.concatenate(([True], r[1:] != r[:-1]))]
-    return idx
+class _Rows:
+    """Entries grouped by a row index sorted ascending (the pairs of _steer, by mover): the
+    per-row reductions, with the grouping worked out once."""
+
+    def __init__(self, rows: np.ndarray, size: int):
+        self.size = size
+        self._starts = np.flatnonzero(np.concatenate(([True], rows[1:] != rows[:-1])))
+        self._present = rows[self._starts]
+        self._position = np.arange(rows.size)
+
+    def min(self, values: np.ndarray, empty: float) -> np.ndarray:
+        """Minimum of `values` per row (rows without entries: `empty`) -> float [size]."""
+        out = np.full(self.size, empty)
+        out[self._present] = np.minimum.reduceat(values, self._starts)
+        return out
+
+    def first(self, picked: np.ndarray) -> np.ndarray:
+        """Indices of the first picked entry of each row that has one, ascending."""
+        none = self._position.size
+        first = np.minimum.reduceat(np.where(picked, self._position, none), self._starts)
+        return first[first < none]
 
 
 def _fills_its_rows_and_columns(grid: np.ndarray) -> bool:
@@ -324,6 +337,7 @@ class BuiltinEngine:
         self._any_shield = any(s.shield > 0 for s in stats)
         self._any_regen = bool((self._regen > 0).any())
         self._tick_speed = self._speed * self._tick_loops
+        self._tick_speed_max = self._tick_speed.max()
         self._inv_speed = np.divide(1.0, self._speed, out=np.zeros(self.n), where=self._speed > 0)
 
     def _build_pair_tables(self, stats: list[us.UnitStats]) -> None:
@@ -567,12 +581,12 @@ class BuiltinEngine:
         delta = dest - z
         d = np.abs(delta)
         remaining = d - (reach - _CHASE_SLACK) * has_t
-        length = np.clip(np.minimum(self._tick_speed, remaining), 0.0, None) * movers
+        length = np.maximum(np.minimum(self._tick_speed, remaining), 0.0) * movers
         heading = delta / np.maximum(d, _EPS)
         going = movers & (length > 0)
         close = np.flatnonzero(going & has_t & self._melee & (remaining < _SURROUND_LOOK))
         if close.size:
-            self._surround(close, heading, length, remaining, reach)
+            self._surround(close, heading, length, reach, dist)
         # Terrain: a mover whose straight line to its destination crosses a blocked cell heads
         # along the shortest path on the cell grid instead (flow field of the destination cell).
         g = np.flatnonzero(going)
@@ -604,12 +618,13 @@ class BuiltinEngine:
         return arrive
 
     def _surround(self, close: np.ndarray, heading: np.ndarray, length: np.ndarray,
-                  remaining: np.ndarray, reach: np.ndarray) -> None:
+                  reach: np.ndarray, dist: np.ndarray) -> None:
         """Melee units closing on a target whose near side is taken head for the nearest free
         place round it (how melee units surround in SC2) instead of queueing behind.
 
         close: melee chasers within _SURROUND_LOOK of their range; heading and length are
-        changed in place for those whose direct approach is blocked."""
+        changed in place for those whose direct approach is blocked. dist: centre distances
+        [n, n] (units have not moved since)."""
         z = self._z
         tgt = self._target[close]
         ring = reach[close] - _CHASE_SLACK                          # centre distance when in range
@@ -620,9 +635,12 @@ class BuiltinEngine:
         rs = self._rsum_live[close]                                 # [c, n]
         others = np.isfinite(rs)
         others[np.arange(close.size), tgt] = False
-        gap = np.abs(slots[:, :, None] - z[None, None, :]) - rs[:, None, :]   # [c, 1 + k, n]
-        taken = (others[:, None, :] & (gap < -COLLISION_TOL)).any(axis=2)
-        taken |= ~self._walkable_many(close, slots)
+        # Only a unit within ring + rs of the target can stand on a place round it (a margin of
+        # 1 covers rounding): the places are tested against those pairs (chaser row, unit) only.
+        ci, j = np.nonzero(others & (dist[tgt] < ring[:, None] + rs + 1.0))
+        taken = ~self._walkable_many(close, slots)                  # [c, 1 + k]
+        gap = np.abs(slots[ci] - z[j, None]) - rs[ci, j, None]      # [pairs, 1 + k]
+        np.logical_or.at(taken, ci, gap < -COLLISION_TOL)
         blocked = taken[:, 0]
         if not blocked.any():
             return
@@ -648,7 +666,7 @@ class BuiltinEngine:
         z = self._z[g]
         span = dest - z
         k = int(np.ceil(2.0 * np.abs(span).max())) + 1
-        pts = z[:, None] + span[:, None] * np.linspace(0.0, 1.0, k)[None, :]     # [g, k]
+        pts = z[:, None] + span[:, None] * _fractions(k)[None, :]     # [g, k]
         return ~self._walkable_on(self._grid_of[g][:, None], pts).all(axis=1)
 
     def _route_headings(self, units: np.ndarray, dest: np.ndarray, heading: np.ndarray) -> None:
@@ -658,8 +676,8 @@ class BuiltinEngine:
         z = self._z[units]
         cx = z.real.astype(np.int64)
         cy = z.imag.astype(np.int64)
-        gx = np.clip(dest.real.astype(np.int64), 0, self.map_x - 1)
-        gy = np.clip(dest.imag.astype(np.int64), 0, self.map_y - 1)
+        gx = np.minimum(np.maximum(dest.real.astype(np.int64), 0), self.map_x - 1)
+        gy = np.minimum(np.maximum(dest.imag.astype(np.int64), 0), self.map_y - 1)
         grid = self._grid_of[units]
         key = (grid * self.map_x + gx) * self.map_y + gy
         for k in np.unique(key):
@@ -693,10 +711,8 @@ class BuiltinEngine:
             return
         z = self._z
         rs_all = self._rsum_live[m]                                 # [m, n]
-        near = dist[m] < rs_all + (length[m] + self._tick_speed.max())[:, None]
+        near = dist[m] < rs_all + (length[m] + self._tick_speed_max)[:, None]
         mi, j = np.nonzero(near)                                    # candidate pairs (row of m, unit)
-        if mi.size == 0:
-            return
         i = m[mi]
         other = rank[j]
         other = np.where((self._is_enemy[i] != self._is_enemy[j]) & (other == _R_IDLE), _R_ANCHORED, other)
@@ -704,6 +720,7 @@ class BuiltinEngine:
         mi, i, j, other = mi[keep], i[keep], j[keep], other[keep]
         if mi.size == 0:
             return
+        rows = _Rows(mi, m.size)
         rs = rs_all[mi, j]
         solid = other > _R_MOVING
         moving = ~solid
@@ -714,11 +731,11 @@ class BuiltinEngine:
         local = rel * np.conj(heading[i])                           # mover frame, heading +x
         along, across = local.real, local.imag
         ahead = avoid & (along > 0.0) & (along < length[i] + rs) & (np.abs(across) < rs)
-        first = _segment_min(mi, np.where(ahead, along, np.inf), m.size, np.inf)
+        first = rows.min(np.where(ahead, along, np.inf), np.inf)
         turn = np.isfinite(first)
         self._side[m[~turn]] = 0.0
         if turn.any():
-            pick = _first_per_row(mi, ahead & (along == first[mi]))
+            pick = rows.first(ahead & (along == first[mi]))
             mt = m[mi[pick]]
             c = across[pick]
             side = self._side[mt]
@@ -747,13 +764,13 @@ class BuiltinEngine:
                 # Touching and closing: give up this mover's share of the closing speed along
                 # the most closing contact.
                 rate = np.where(slide, qb / gap_dist, 0.0)
-                worst = _segment_min(mi, rate, m.size, 0.0)
-                pick = _first_per_row(mi, slide & (rate == worst[mi]) & (rate < 0.0))
-                rows = m[mi[pick]]
-                v = vel[rows] + share[pick] * rate[pick] * rel[pick] / gap_dist[pick]
+                worst = rows.min(rate, 0.0)
+                pick = rows.first(slide & (rate == worst[mi]) & (rate < 0.0))
+                sliders = m[mi[pick]]
+                v = vel[sliders] + share[pick] * rate[pick] * rel[pick] / gap_dist[pick]
                 speed = np.abs(v)
-                length[rows] = speed
-                heading[rows] = np.where(speed > _EPS, v / np.maximum(speed, _EPS), heading[rows])
+                length[sliders] = speed
+                heading[sliders] = np.where(speed > _EPS, v / np.maximum(speed, _EPS), heading[sliders])
                 changed = True
                 vel = heading * length
                 dv = vel[j] - vel[i]
@@ -764,7 +781,7 @@ class BuiltinEngine:
             tau = (-qb - np.sqrt(np.maximum(disc, 0.0))) / np.maximum(qa, _EPS)
             contact = ahead & (disc >= 0.0) & (tau < 1.0)
             if contact.any():
-                frac = np.minimum(_segment_min(mi, np.where(contact, np.maximum(tau, 0.0), 1.0), m.size, 1.0), 1.0)
+                frac = np.minimum(rows.min(np.where(contact, np.maximum(tau, 0.0), 1.0), 1.0), 1.0)
                 if (frac < 1.0).any():
                     length[m] *= frac
                     changed = True
@@ -937,7 +954,8 @@ class BuiltinEngine:
         if not moved.any():
             return
         gap = self._pair_gaps()
-        if not ((gap < -COLLISION_TOL) & (moved[self._pair_a] | moved[self._pair_b])).any():
+        over = gap < -COLLISION_TOL
+        if not over.any() or not (over & (moved[self._pair_a] | moved[self._pair_b])).any():
             return
         rank = rank.copy()  # units found stuck against a wall become immobile for the solve
         for rnd in range(_SEP_ROUNDS):  # pairs pushed into contact during a solve: the next
@@ -962,8 +980,11 @@ class BuiltinEngine:
         units, local = np.unique(np.concatenate((a, b)), return_inverse=True)
         nu = units.size
         la, lb = local[:a.size], local[a.size:]
-        # One bincount per sweep: rows count a, count b, push a (x, y), push b (x, y).
-        bins = np.concatenate((la, lb + nu, la + 2 * nu, la + 3 * nu, lb + 4 * nu, lb + 5 * nu))
+        # One bincount per sweep, bins [6 * nu]: pairs counted at a, at b, then a's and b's
+        # pushes as (x, y) interleaved: those 4 * nu sums read back as complex [2, nu].
+        xy = np.array([0, 1])
+        bins = np.concatenate((la, lb + nu, (2 * la[:, None] + xy).ravel() + 2 * nu,
+                               (2 * lb[:, None] + xy).ravel() + 4 * nu))
         grid = self._grid_of[units]
         rsum = self._pair_rsum_live[pairs]
         tie = self._pair_tie[pairs]
@@ -973,8 +994,9 @@ class BuiltinEngine:
             if sweep == 0 or sweep == COLLISION_RULE_ITERS:
                 # Jammed (a unit squeezed where it cannot give way enough): everyone yields.
                 by_mass = jammed or sweep == COLLISION_RULE_ITERS
-                share_a, share_b = self._shares(a, b, np.where(rank == _R_FIXED, _R_FIXED, _R_IDLE)
-                                                if by_mass else rank, by_mass)
+                shares = self._shares(a, b, np.where(rank == _R_FIXED, _R_FIXED, _R_IDLE)
+                                      if by_mass else rank, by_mass)
+                gives = shares > 0.0
             d = z[la] - z[lb] + tie
             dist = np.abs(d)
             over = rsum - dist
@@ -982,12 +1004,10 @@ class BuiltinEngine:
                 break
             touching = over > 0.0
             push = np.where(touching, over / np.maximum(dist, _EPS), 0.0) * d  # a off b fully
-            pa, pb = push * share_a, push * share_b
-            sums = np.bincount(bins, np.concatenate((touching & (share_a > 0.0), touching & (share_b > 0.0),
-                                                     pa.real, pa.imag, pb.real, pb.imag)),
-                               6 * nu).reshape(6, nu)
-            step = (_SEP_RELAX / np.maximum(sums[0] + sums[1], 1.0)) * (
-                sums[2] - sums[4] + 1j * (sums[3] - sums[5]))
+            sums = np.bincount(bins, np.concatenate(((touching & gives).ravel(),
+                                                     (push * shares).view(np.float64).ravel())), 6 * nu)
+            moves = sums[2 * nu:].view(np.complex128)               # [2 * nu]: a's pushes, b's
+            step = (_SEP_RELAX / np.maximum(sums[:nu] + sums[nu:2 * nu], 1.0)) * (moves[:nu] - moves[nu:])
             new = z + step
             ok = self._walkable_on(grid, new)
             np.copyto(z, new, where=ok)
@@ -998,7 +1018,8 @@ class BuiltinEngine:
             if stuck.size:
                 fixed[stuck] = True
                 rank[units[stuck]] = _R_FIXED
-                share_a, share_b = self._shares(a, b, rank)
+                shares = self._shares(a, b, rank)
+                gives = shares > 0.0
         self._z[units] = z
 
     def _slide(self, z: np.ndarray, rows: np.ndarray, step: np.ndarray, grid: np.ndarray) -> np.ndarray:
@@ -1011,9 +1032,9 @@ class BuiltinEngine:
         z[rows] = np.where(ok_x, along_x, np.where(ok_y, along_y, z[rows]))
         return ok_x | ok_y
 
-    def _shares(self, a: np.ndarray, b: np.ndarray, rank: np.ndarray,
-                by_mass_only: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """Fraction of each pair's correction taken by a and by b (pushing rules, see _separate).
+    def _shares(self, a: np.ndarray, b: np.ndarray, rank: np.ndarray, by_mass_only: bool = False) -> np.ndarray:
+        """Fraction of each pair's correction taken by a and by b (pushing rules, see _separate)
+        -> float [2, pairs].
 
         The rules proper act in the movement (_steer: movers never walk into units they cannot
         push); here they only decide the one case the movement leaves to the solver, a mover
@@ -1028,7 +1049,7 @@ class BuiltinEngine:
         fa, fb = rank[a] == _R_FIXED, rank[b] == _R_FIXED
         share_a = np.where(fa, 0.0, np.where(fb, 1.0, share_a))
         share_b = np.where(fb, 0.0, 1.0 - share_a)
-        return share_a, share_b
+        return np.stack((share_a, share_b))
 
     def _regenerate(self, k: int) -> None:
         """Shields (after the delay without damage), Zerg health and Medivac energy."""
@@ -1086,7 +1107,7 @@ class BuiltinEngine:
         valid = self._ea_attack & alive[None, :na]
         cls = np.where(valid, self._ea_class, -1.0)
         has = auto & (tgt >= 0)
-        cur = np.clip(tgt, 0, na - 1)  # (a Medivac's target is a friend: not an ally index)
+        cur = np.minimum(np.maximum(tgt, 0), na - 1)  # (a Medivac's target is a friend: not an ally index)
         cur_edge = edge[self._e_rows, cur]
         cur_cls = np.where(has, cls[self._e_rows, cur], -1.0)
         in_weapon = edge <= self._e_range[:, None]
