@@ -368,6 +368,7 @@ class BuiltinEngine:
         order = self.scenario.enemy_order
         ea_attack = self._can_attack[na:, :na]
         self._hunt_allowed = np.ones(na, dtype=bool)
+        self._hunts = order.kind == "attack_units"  # the only order that puts enemies in _HUNT
         if order.kind == "attack_units":
             self._hunt_allowed[:] = False
             self._hunt_allowed[list(order.targets)] = True
@@ -1094,12 +1095,8 @@ class BuiltinEngine:
         live = alive[na:]
         if self._enemy_healers.size:
             self._medivac_ai(dist)
-        hunt = live & (mode == _HUNT) & ((tgt < 0) | ~alive[np.maximum(tgt, 0)])
-        if hunt.any():
-            cand = np.where(self._hunt_allowed & alive[:na], dist[na:, :na], np.inf)
-            best = cand.argmin(axis=1)
-            found = cand[self._e_rows, best] < np.inf
-            tgt[hunt] = np.where(found, best, -1)[hunt]
+        if self._hunts:
+            self._hunt(dist)
         auto = live & self._enemy_armed & _ACQUIRES[mode]
         if not auto.any():
             return
@@ -1112,7 +1109,7 @@ class BuiltinEngine:
         cur_cls = np.where(has, cls[self._e_rows, cur], -1.0)
         in_weapon = edge <= self._e_range[:, None]
         # Keep a target in weapon range unless a better class is in weapon range too.
-        better = np.where(in_weapon & (cls > cur_cls[:, None]), cls, -1.0).max(axis=1) > cur_cls
+        better = (in_weapon & (cls > cur_cls[:, None])).any(axis=1)
         keep = has & (cur_edge <= self._e_range) & ~better
         acquire = auto & ~keep
         if not acquire.any():
@@ -1126,6 +1123,18 @@ class BuiltinEngine:
         found = score[self._e_rows, best] < np.inf
         new = np.where(found, best, tgt)
         tgt[acquire] = new[acquire]
+
+    def _hunt(self, dist: np.ndarray) -> None:
+        """Enemies ordered to attack given allies whose target is gone take the nearest of them."""
+        na = self.n_allies
+        alive = self.units.alive
+        tgt = self._target[na:]
+        hunt = alive[na:] & (self._mode[na:] == _HUNT) & ((tgt < 0) | ~alive[np.maximum(tgt, 0)])
+        if hunt.any():
+            cand = np.where(self._hunt_allowed & alive[:na], dist[na:, :na], np.inf)
+            best = cand.argmin(axis=1)
+            found = cand[self._e_rows, best] < np.inf
+            tgt[hunt] = np.where(found, best, -1)[hunt]
 
     def _medivac_ai(self, dist: np.ndarray) -> None:
         """Enemy Medivacs: heal the nearest damaged biological ally in sight, else follow the army."""
