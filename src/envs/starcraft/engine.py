@@ -993,7 +993,8 @@ class BuiltinEngine:
         fixed = rank[units] == _R_FIXED
         for sweep in range(COLLISION_MAX_ITERS):
             if sweep == 0 or sweep == COLLISION_RULE_ITERS:
-                # Jammed (a unit squeezed where it cannot give way enough): everyone yields.
+                # The pushing rules, or by mass once jammed (a unit squeezed where it cannot give
+                # way enough: everyone yields).
                 by_mass = jammed or sweep == COLLISION_RULE_ITERS
                 shares = self._shares(a, b, np.where(rank == _R_FIXED, _R_FIXED, _R_IDLE)
                                       if by_mass else rank, by_mass)
