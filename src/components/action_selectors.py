@@ -2,6 +2,7 @@
 from types import SimpleNamespace
 
 import torch as th
+import torch.nn.functional as F
 from torch.distributions import Categorical
 
 from .epsilon_schedules import DecayThenFlatSchedule
@@ -82,4 +83,57 @@ class MultinomialActionSelector:
         return (actions, policies) if self.save_probs else actions
 
 
-REGISTRY = {"epsilon_greedy": EpsilonGreedyActionSelector, "multinomial": MultinomialActionSelector}
+GUMBEL_EPS = 1e-20  # PyMARL2's: keeps log(U) finite for a uniform draw U of 0
+UNAVAILABLE_LOGIT = -1e10  # far below any logit plus Gumbel noise (which lies within [-3.9, 16.7])
+
+
+def gumbel_softmax(logits: th.Tensor, temperature: float = 1.0, hard: bool = False) -> th.Tensor:
+    """A Gumbel-softmax sample of the categorical distribution softmax(logits) over the last dim:
+    softmax((logits + g) / temperature) with g = -log(-log(U)) Gumbel noise, U uniform.
+
+    With `hard` the sample is the one-hot of its argmax (an exact draw of the categorical, the
+    Gumbel-max trick), with the straight-through estimator: the forward value is the one-hot and the
+    gradient is the soft sample's."""
+    noise = -th.log(-th.log(th.rand_like(logits) + GUMBEL_EPS))
+    soft = th.softmax((logits + noise) / temperature, dim=-1)
+    if not hard:
+        return soft
+    one_hot = F.one_hot(soft.argmax(dim=-1), soft.shape[-1]).to(soft.dtype)
+    return one_hot + soft - soft.detach()
+
+
+class GumbelSoftmaxActionSelector:
+    """PyMARL2's ``gumbel`` selector (LICA, RIIT): takes policy logits (TAKES_LOGITS; the controller
+    passes them with unavailable actions masked) and samples each agent's action by the Gumbel-max
+    trick, i.e. from softmax(logits) over the available actions; in test mode with test_greedy (the
+    default) the most probable available action.
+
+    epsilon follows the linear schedule of epsilon_start, epsilon_finish, epsilon_anneal_time as in
+    PyMARL2, which logs it but never explores with it (its YAMLs set 0). With save_probs
+    select_action also returns softmax(logits) over the available actions (PyMARL2 returns the logits).
+    """
+
+    TAKES_LOGITS = True
+
+    def __init__(self, args: SimpleNamespace):
+        self.schedule = DecayThenFlatSchedule(args.epsilon_start, args.epsilon_finish,
+                                              args.epsilon_anneal_time, decay="linear")
+        self.epsilon = self.schedule.eval(0)
+        self.test_greedy = getattr(args, "test_greedy", True)
+        self.save_probs = getattr(args, "save_probs", False)
+
+    def select_action(self, agent_logits: th.Tensor, avail_actions: th.Tensor, t_env: int,
+                      test_mode: bool = False) -> th.Tensor | tuple[th.Tensor, th.Tensor]:
+        """agent_logits, avail_actions: [bs, n_agents, n_actions] → actions LongTensor [bs, n_agents]
+        (and with save_probs the probabilities [bs, n_agents, n_actions])."""
+        self.epsilon = self.schedule.eval(t_env)
+        logits = agent_logits.masked_fill(avail_actions == 0, UNAVAILABLE_LOGIT)
+        if test_mode and self.test_greedy:
+            actions = logits.argmax(dim=-1)  # [bs, n_agents]
+        else:
+            actions = gumbel_softmax(logits, hard=True).argmax(dim=-1)  # [bs, n_agents]
+        return (actions, th.softmax(logits, dim=-1)) if self.save_probs else actions
+
+
+REGISTRY = {"epsilon_greedy": EpsilonGreedyActionSelector, "multinomial": MultinomialActionSelector,
+            "gumbel": GumbelSoftmaxActionSelector}

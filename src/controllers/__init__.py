@@ -12,4 +12,7 @@ REGISTRY = {
     "conv_mac": ConvMAC,
     "basic_central_mac": CentralBasicMAC,
     "ppo_mac": PPOMAC,  # VMIX: policy and value (rnn_ppo agent)
+    # LICA, RIIT: PyMARL2's lica_mac is its basic controller handing the gumbel selector the masked policy
+    # logits, which BasicMAC does for any selector that samples from logits.
+    "lica_mac": BasicMAC,
 }

@@ -49,6 +49,10 @@ class BasicMAC:
             raise ValueError(f"unknown action_selector '{args.action_selector}'; "
                              f"known: {', '.join(sorted(action_REGISTRY))}")
         self.action_selector = action_REGISTRY[args.action_selector](args)
+        self.selector_takes_logits = getattr(self.action_selector, "TAKES_LOGITS", False)
+        if self.selector_takes_logits and self.agent_output_type != "pi_logits":
+            raise ValueError(f"the {args.action_selector} action selector samples policies: it needs "
+                             f"agent_output_type 'pi_logits', got '{self.agent_output_type}'")
         self.hidden_states = None  # [bs, n_agents, hidden] once init_hidden is called
 
     def select_actions(self, ep_batch: EpisodeBatch, t_ep: int, t_env: int,
@@ -61,7 +65,10 @@ class BasicMAC:
                                                   test_mode=test_mode)
 
     def acting_outputs(self, ep_batch: EpisodeBatch, t: int, test_mode: bool = False) -> th.Tensor:
-        """What the action selector sees at step t: the forward outputs [bs, n_agents, n_actions]."""
+        """What the action selector sees at step t: the forward outputs [bs, n_agents, n_actions], or for
+        a selector that samples from logits (gumbel) the masked policy logits."""
+        if self.selector_takes_logits:
+            return self._masked_logits(self._agent_step(ep_batch, t, test_mode), ep_batch["avail_actions"][:, t])
         return self.forward(ep_batch, t, test_mode=test_mode)
 
     def forward(self, ep_batch: EpisodeBatch, t: int, test_mode: bool = False) -> th.Tensor:
@@ -69,10 +76,14 @@ class BasicMAC:
 
         With agent_output_type "pi_logits" the outputs are turned into policies by a softmax in
         which unavailable actions get logit -1e5 (unless args.mask_before_softmax is False)."""
+        return self._outputs(self._agent_step(ep_batch, t, test_mode), ep_batch["avail_actions"][:, t])
+
+    def _agent_step(self, ep_batch: EpisodeBatch, t: int, test_mode: bool) -> th.Tensor:
+        """The agent network's raw outputs [bs, n_agents, n_actions] at step t; advances hidden_states."""
         self.agent.train(not test_mode)
         agent_inputs = self._build_inputs(ep_batch, t)  # [bs, n_agents, input]
         agent_outs, self.hidden_states = self.agent(agent_inputs, self.hidden_states)  # [bs, n_agents, n_actions]
-        return self._outputs(agent_outs, ep_batch["avail_actions"][:, t])
+        return agent_outs
 
     def forward_sequence(self, ep_batch: EpisodeBatch) -> th.Tensor:
         """Agent outputs [bs, T, n_agents, n_actions] for all T stored steps, from fresh (zero)
@@ -99,9 +110,13 @@ class BasicMAC:
         """Policies from raw agent outputs (pi_logits), else the outputs unchanged; any leading dims."""
         if self.agent_output_type != "pi_logits":
             return agent_outs
+        return th.softmax(self._masked_logits(agent_outs, avail_actions), dim=-1)
+
+    def _masked_logits(self, logits: th.Tensor, avail_actions: th.Tensor) -> th.Tensor:
+        """Policy logits with -1e5 on unavailable actions (unless args.mask_before_softmax is False)."""
         if getattr(self.args, "mask_before_softmax", True):
-            agent_outs = agent_outs.masked_fill(avail_actions == 0, -1e5)
-        return th.softmax(agent_outs, dim=-1)
+            return logits.masked_fill(avail_actions == 0, -1e5)
+        return logits
 
     def init_hidden(self, batch_size: int) -> None:
         """Resets the memory to zeros for `batch_size` new episodes."""

@@ -1,6 +1,7 @@
 """Learners turn sampled episode batches into parameter updates: REGISTRY[name](mac, scheme, logger, args)."""
 from .coma_learner import COMALearner
 from .dmaq_qatten_learner import DMAQLearner
+from .lica_learner import LICALearner
 from .max_q_learner import MaxQLearner
 from .nq_learner import NQLearner
 from .policy_gradient_v2 import PolicyGradientV2Learner
@@ -17,4 +18,5 @@ REGISTRY = {
     "coma_learner": COMALearner,  # COMA
     "ppo_learner": PPOLearner,  # IPPO
     "policy_gradient_v2": PolicyGradientV2Learner,  # VMIX
+    "lica_learner": LICALearner,  # LICA
 }

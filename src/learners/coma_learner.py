@@ -80,10 +80,7 @@ class COMALearner(PolicyLearner):
         loss, stats = self._actor_loss(policies, q_values, data)
         grad_norm = self._optimise(self.agent_optimiser, self.agent_params, loss, t_env)
 
-        if (self.critic_training_steps - self.last_target_update_step) / self.args.target_update_interval >= 1.0:
-            self.target_critic.load_state_dict(self.critic.state_dict())
-            self.logger.console_logger.info("Updated target network")
-            self.last_target_update_step = self.critic_training_steps
+        self._refresh_targets(self.critic_training_steps)
 
         if self._logging(t_env):
             means = {key: sum(values) / len(values) for key, values in critic_stats.items()}

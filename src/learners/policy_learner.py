@@ -1,5 +1,5 @@
-"""What PyMARL2's policy-gradient learners (coma_learner, ppo_learner, policy_gradient_v2) share here:
-the unroll of the policy controller over whole episodes, optimiser steps with gradient clipping and
+"""What PyMARL2's policy-gradient learners (coma_learner, ppo_learner, policy_gradient_v2, lica_learner) share
+here: the unroll of the policy controller over whole episodes, optimiser steps with gradient clipping and
 finiteness checks, the logging schedule, and checkpoints of every network and optimiser (with the
 target networks apart, so that a resumed run continues exactly).
 
@@ -87,6 +87,16 @@ class PolicyLearner:
         _check_finite("gradient norm", grad_norm, t_env)
         optimiser.step()
         return grad_norm
+
+    def _refresh_targets(self, steps: int) -> None:
+        """Copy every network into its target network once target_update_interval training steps have
+        passed since the last refresh (`steps`: the training steps so far; the subclass lists the counter
+        last_target_update_step in COUNTERS)."""
+        if (steps - self.last_target_update_step) / self.args.target_update_interval >= 1.0:
+            for name, target in self.target_networks.items():
+                target.load_state_dict(self.networks[name].state_dict())
+            self.logger.console_logger.info("Updated target network")
+            self.last_target_update_step = steps
 
     def _logging(self, t_env: int) -> bool:
         return t_env - self.log_stats_t >= self.args.learner_log_interval
