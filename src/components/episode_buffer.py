@@ -295,6 +295,7 @@ class ReplayBuffer:
         # A batch of no episodes resolves the scheme (groups, preprocess outputs, "filled") into
         # the shapes and dtypes the buffer stores.
         layout = EpisodeBatch(scheme, groups, 0, max_seq_length, preprocess=preprocess, device=device)
+        self.layout = (scheme, groups, preprocess)  # as given: another buffer of this layout is built from them
         self.scheme = layout.scheme
         self.groups = groups
         self.preprocess = layout.preprocess
@@ -372,6 +373,14 @@ class ReplayBuffer:
         if self.episodes_in_buffer == batch_size:
             return self._gather(np.arange(batch_size))
         return self._gather(np.random.choice(self.episodes_in_buffer, batch_size, replace=False))
+
+    def sample_latest(self, batch_size: int) -> EpisodeBatch:
+        """The `batch_size` newest episodes, oldest first, also where they wrap around the ring's end (there
+        PyMARL2's sample_latest draws uniformly from the whole buffer instead)."""
+        if not self.can_sample(batch_size):
+            raise ValueError(f"cannot sample {batch_size} episodes: the buffer holds only "
+                             f"{self.episodes_in_buffer}; check can_sample() first")
+        return self._gather((self.buffer_index - batch_size + np.arange(batch_size)) % self.buffer_size)
 
     def _gather(self, slots: np.ndarray) -> EpisodeBatch:
         """The episodes in `slots` (filled ones) as a dense batch, zero-padded to the longest of them."""

@@ -3,6 +3,7 @@ and pick actions."""
 from .basic_controller import BasicMAC
 from .central_controller import CentralBasicMAC
 from .conv_controller import ConvMAC
+from .dop_controller import DOPMAC
 from .n_controller import NMAC
 from .ppo_controller import PPOMAC
 
@@ -15,4 +16,5 @@ REGISTRY = {
     # LICA, RIIT: PyMARL2's lica_mac is its basic controller handing the gumbel selector the masked policy
     # logits, which BasicMAC does for any selector that samples from logits.
     "lica_mac": BasicMAC,
+    "dop_mac": DOPMAC,  # DOP: policies with the selector's epsilon floor
 }

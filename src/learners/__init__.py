@@ -4,6 +4,7 @@ from .dmaq_qatten_learner import DMAQLearner
 from .lica_learner import LICALearner
 from .max_q_learner import MaxQLearner
 from .nq_learner import NQLearner
+from .offpg_learner import OffPGLearner
 from .policy_gradient_v2 import PolicyGradientV2Learner
 from .ppo_learner import PPOLearner
 from .q_learner import QLearner
@@ -19,4 +20,5 @@ REGISTRY = {
     "ppo_learner": PPOLearner,  # IPPO
     "policy_gradient_v2": PolicyGradientV2Learner,  # VMIX
     "lica_learner": LICALearner,  # LICA
+    "offpg_learner": OffPGLearner,  # DOP
 }

@@ -1,7 +1,7 @@
-"""What PyMARL2's policy-gradient learners (coma_learner, ppo_learner, policy_gradient_v2, lica_learner) share
-here: the unroll of the policy controller over whole episodes, optimiser steps with gradient clipping and
-finiteness checks, the logging schedule, and checkpoints of every network and optimiser (with the
-target networks apart, so that a resumed run continues exactly).
+"""What PyMARL2's policy-gradient learners (coma_learner, ppo_learner, policy_gradient_v2, lica_learner,
+offpg_learner) share here: the unroll of the policy controller over whole episodes, optimiser steps
+with gradient clipping and finiteness checks, the logging schedule, and checkpoints of every network
+and optimiser (with the target networks apart, so that a resumed run continues exactly).
 
 A subclass lists its networks in ``networks`` (file name -> module, saved beside the controller's
 agent.th), its target networks in ``target_networks`` (saved under target/ with the same names) and
@@ -77,15 +77,20 @@ class PolicyLearner:
         self.mac.agent.train()
         return unroll_policy(self.mac, batch, self.stepwise)
 
-    def _optimise(self, optimiser: th.optim.Optimizer, params: list, loss: th.Tensor, t_env: int) -> th.Tensor:
-        """One step of `optimiser` on `loss`, its gradient clipped to grad_norm_clip; the norm before clipping.
-        A NaN or infinite loss or gradient stops training before the step (NonFiniteLoss)."""
+    def _optimise(self, optimiser: th.optim.Optimizer | tuple, params: list, loss: th.Tensor,
+                  t_env: int) -> th.Tensor:
+        """One step of `optimiser` (or of each of a tuple of them) on `loss`, the gradient of `params`
+        clipped to grad_norm_clip as one vector; the norm before clipping. A NaN or infinite loss or
+        gradient stops training before the step (NonFiniteLoss)."""
+        optimisers = optimiser if isinstance(optimiser, tuple) else (optimiser,)
         _check_finite("loss", loss, t_env)
-        optimiser.zero_grad()
+        for each in optimisers:
+            each.zero_grad()
         loss.backward()
         grad_norm = th.nn.utils.clip_grad_norm_(params, self.args.grad_norm_clip)
         _check_finite("gradient norm", grad_norm, t_env)
-        optimiser.step()
+        for each in optimisers:
+            each.step()
         return grad_norm
 
     def _refresh_targets(self, steps: int) -> None:

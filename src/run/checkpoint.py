@@ -24,6 +24,7 @@ import torch as th
 
 TRAINING_STATE = "training_state.pt"
 BUFFER_FILE = "buffer.pt"
+OFF_BUFFER_FILE = "off_" + BUFFER_FILE  # the off-policy buffer of DOP and RIIT
 CHECKSUMS = "checksums.json"
 STATE_VERSION = 1
 FULL_DISK_BYTES = 1 << 20  # a failed write with less free space than this is taken for a full disk
@@ -110,7 +111,7 @@ def verify(folder: str, need_state: bool):
                               f"this marlkit reads version {STATE_VERSION}")
     models = sorted(name for name in os.listdir(folder) if name.endswith(".th"))
     for name in state["files"] if state else ["agent.th", "opt.th", *models]:
-        load_file(folder, name, mmap=name == BUFFER_FILE)
+        load_file(folder, name, mmap=name.endswith(BUFFER_FILE))
     return state
 
 

@@ -26,7 +26,7 @@ import numpy as np
 import psutil
 import torch as th
 
-from components.episode_buffer import PrioritizedReplayBuffer, ReplayBuffer, StorageBytes
+from components.episode_buffer import EpisodeBatch, PrioritizedReplayBuffer, ReplayBuffer, StorageBytes
 from controllers import REGISTRY as mac_REGISTRY
 from learners import REGISTRY as le_REGISTRY
 from run import checkpoint
@@ -134,7 +134,7 @@ def run_sequential(args: SimpleNamespace, logger: Logger, resume: ResumePoint | 
     runner = _lookup(r_REGISTRY, args.runner, "runner")(args=args, logger=logger)
     try:
         buffer, learner = setup_learning(args, runner, logger)
-        loop = TrainingLoop(args, runner, buffer, learner, logger)
+        loop = LOOPS[args.run](args, runner, buffer, learner, logger)
         if resume is not None:
             loop.resume(resume)
         elif args.checkpoint_path:
@@ -366,7 +366,7 @@ class TrainingLoop:
 
     def iterate(self) -> None:
         self.collect()
-        if self.buffer.can_sample(self.args.batch_size) and self.accumulated():
+        if self.ready() and self.accumulated():
             self.learn()
         if (self.runner.t_env - self.last_test_t) / self.args.test_interval >= 1.0:
             self.test()
@@ -385,9 +385,24 @@ class TrainingLoop:
         every = self.args.accumulated_episodes
         return not every or (self.episode + self.args.batch_size_run) % every == 0
 
+    def ready(self) -> bool:
+        """Whether the buffers hold enough episodes to train."""
+        return self.buffer.can_sample(self.args.batch_size)
+
+    def replay_buffers(self) -> dict:
+        """The loop's replay buffers by checkpoint file name."""
+        return {checkpoint.BUFFER_FILE: self.buffer}
+
     def collect(self) -> None:
         with th.no_grad():
-            self.buffer.insert_episode_batch(self.runner.run(test_mode=False))
+            episodes = self.runner.run(test_mode=False)
+            for buffer in self.replay_buffers().values():
+                buffer.insert_episode_batch(episodes)
+
+    def on_device(self, sample: EpisodeBatch) -> EpisodeBatch:
+        if sample.device != self.args.device:
+            sample.to(self.args.device)
+        return sample
 
     def learn(self) -> None:
         """One training step on a sample; with prioritized replay (use_per) the sample is drawn by
@@ -398,13 +413,18 @@ class TrainingLoop:
             weights = th.as_tensor(weights, device=self.args.device)  # [batch_size]
         else:
             sample, weights = self.buffer.sample(self.args.batch_size), None
-        if sample.device != self.args.device:
-            sample.to(self.args.device)
-        chosen = self.threads.current
-        with self.threads.step(work=sample.max_seq_length):
-            info = self.learner.train(sample, self.runner.t_env, self.episode, per_weight=weights)
+        with self.timed_step(work=sample.max_seq_length):
+            info = self.learner.train(self.on_device(sample), self.runner.t_env, self.episode, per_weight=weights)
         if weights is not None:
             self.buffer.update_priorities(slots, info["td_errors_abs"].numpy() + PER_PRIORITY_FLOOR)
+
+    @contextlib.contextmanager
+    def timed_step(self, work: int):
+        """Runs a training step under the thread tuner (`work`: its sampled steps) and logs a change of
+        the thread count."""
+        chosen = self.threads.current
+        with self.threads.step(work=work):
+            yield
         if self.threads.current != chosen:
             self.logger.log_stat("learner_threads", self.threads.current, self.runner.t_env)
             speeds = ", ".join(f"{n}: {1e3 * s:.2f} ms" for n, s in sorted(self.threads.seconds.items()))
@@ -437,8 +457,9 @@ class TrainingLoop:
         self.learner.save_models(folder)
         files = self.learner.model_files()
         if self.args.save_buffer:
-            th.save(self.buffer.state_dict(), os.path.join(folder, checkpoint.BUFFER_FILE))
-            files.append(checkpoint.BUFFER_FILE)
+            for name, buffer in self.replay_buffers().items():
+                th.save(buffer.state_dict(), os.path.join(folder, name))
+                files.append(name)
         th.save(self.training_state(files), os.path.join(folder, checkpoint.TRAINING_STATE))
 
     def training_state(self, files: list) -> dict:
@@ -469,8 +490,8 @@ class TrainingLoop:
             self.logger.console_logger.warning("save_buffer=False: the checkpoint's replay buffer is not loaded; "
                                                "learning restarts once batch_size new episodes are stored")
         else:
-            buffer = checkpoint.load_file(point.folder, checkpoint.BUFFER_FILE, mmap=True)
-            checkpoint.load_buffer_state(self.buffer, buffer, point.folder)
+            for name, buffer in self.replay_buffers().items():
+                checkpoint.load_buffer_state(buffer, checkpoint.load_file(point.folder, name, mmap=True), point.folder)
         checkpoint.set_rng_states(state["rng"])
         self.logger.console_logger.info(f"Resumed at t_env {self.runner.t_env}, episode {self.episode}, "
                                         f"{self.buffer.episodes_in_buffer} episodes in the replay buffer")
@@ -479,3 +500,44 @@ class TrainingLoop:
         self.logger.log_stat("episode", self.episode, self.runner.t_env)
         self.logger.print_recent_stats()
         self.last_log_t = self.runner.t_env
+
+
+def off_policy_buffer(args: SimpleNamespace, buffer: ReplayBuffer, logger: Logger) -> ReplayBuffer:
+    """A replay buffer of off_buffer_size episodes with `buffer`'s layout (DOP's and RIIT's off-policy data)."""
+    scheme, groups, preprocess = buffer.layout
+    check_buffer_memory(args.off_buffer_size, ReplayBuffer.storage_bytes(scheme, groups, preprocess),
+                        buffer.max_seq_length, buffer.device, logger)
+    return ReplayBuffer(scheme, groups, args.off_buffer_size, buffer.max_seq_length, preprocess=preprocess,
+                        device=buffer.device)
+
+
+class DOPTrainingLoop(TrainingLoop):
+    """PyMARL2's dop_run (``run: dop_run``): every episode goes into the on-policy buffer (buffer_size) and
+    into an off-policy one (off_buffer_size). Once they hold batch_size and off_batch_size episodes, each
+    iteration trains the critic on batch_size episodes drawn from the first and off_batch_size from the
+    second (learner.train_critic), then the policy on the batch_size newest episodes (learner.train)."""
+
+    def __init__(self, args: SimpleNamespace, runner, buffer: ReplayBuffer, learner, logger: Logger):
+        if not hasattr(learner, "train_critic"):
+            raise ValueError(f"run dop_run trains DOP's learner (offpg_learner), not {args.learner}")
+        super().__init__(args, runner, buffer, learner, logger)
+        self.off_buffer = off_policy_buffer(args, buffer, logger)
+
+    def replay_buffers(self) -> dict:
+        return {**super().replay_buffers(), checkpoint.OFF_BUFFER_FILE: self.off_buffer}
+
+    def ready(self) -> bool:
+        return self.buffer.can_sample(self.args.batch_size) and self.off_buffer.can_sample(self.args.off_batch_size)
+
+    def learn(self) -> None:
+        on_policy = self.on_device(self.buffer.sample(self.args.batch_size))
+        off_policy = self.on_device(self.off_buffer.sample(self.args.off_batch_size))
+        newest = self.on_device(self.buffer.sample_latest(self.args.batch_size))
+        work = on_policy.max_seq_length + off_policy.max_seq_length + newest.max_seq_length
+        with self.timed_step(work=work):
+            self.learner.train_critic(on_policy, off_policy, self.runner.t_env)
+            self.learner.train(newest, self.runner.t_env, self.episode)
+
+
+# The training loops of the `run` settings (run/ REGISTRY).
+LOOPS = {"default": TrainingLoop, "dop_run": DOPTrainingLoop}

@@ -98,3 +98,35 @@ def build_gae_targets(rewards: th.Tensor, terminated: th.Tensor, mask: th.Tensor
     flat = deltas.reshape(deltas.shape[0], steps, -1)  # [batch, T-1, rest]
     advantages = th.matmul(discounts, flat).view(deltas.shape)  # [batch, T-1, ...]
     return advantages, values[:, :-1] + advantages
+
+
+def build_tree_backup_targets(rewards: th.Tensor, terminated: th.Tensor, mask: th.Tensor, q_taken: th.Tensor,
+                              expected_q: th.Tensor, pi_taken: th.Tensor, gamma: float, tb_lambda: float,
+                              steps: int) -> th.Tensor:
+    """DOP's off-policy critic targets (PyMARL2's build_target_q with the TD errors its offpg_learner forms):
+    n-step tree backup of the joint value, each later TD error weighted by the current policy's probability
+    of the actions taken on the way (no importance ratios, so off-policy data needs no correction).
+
+    With Q_t = q_taken (target Q_tot of the actions taken), E_t = expected_q (target Q_tot of the current
+    policy's expected agent values), c_t = pi_taken (the joint probability of the actions taken under the
+    current policy), both Q and E zeroed on invalid steps (and at the last stored step if the episode
+    terminated):
+
+        delta_t = m_t * (r_t + gamma * E_{t+1} - Q_t)
+        G_t     = Q_t + sum_{k=0}^{steps-1} (gamma * tb_lambda)^k * (c_{t+1} ... c_{t+k}) * delta_{t+k}
+
+    with delta and c taken as 0 beyond the batch's last transition. Shapes: rewards, terminated, mask
+    [batch, T-1, 1]; q_taken, expected_q, pi_taken [batch, T, 1]. Returns [batch, T-1, 1].
+    """
+    not_ended = 1 - terminated.sum(dim=1, keepdim=True)  # [batch, 1, 1]: the last stored step bootstraps
+    q_taken = th.cat([q_taken[:, :-1] * mask, q_taken[:, -1:] * not_ended], dim=1)  # [batch, T, 1]
+    expected_q = th.cat([expected_q[:, :-1] * mask, expected_q[:, -1:] * not_ended], dim=1)
+    deltas = mask * (rewards + gamma * expected_q[:, 1:] - q_taken[:, :-1])  # [batch, T-1, 1]
+    traces = pi_taken[:, :-1]  # [batch, T-1, 1]
+    backup, term, weight = th.zeros_like(deltas), deltas, 1.0
+    for _ in range(steps):
+        backup = backup + weight * term
+        # term_t <- c_{t+1} term_{t+1}: the next step's term, 0 after the last transition
+        term = th.cat([(term * traces)[:, 1:], th.zeros_like(term[:, :1])], dim=1)
+        weight *= gamma * tb_lambda
+    return q_taken[:, :-1] + backup

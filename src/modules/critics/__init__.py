@@ -1,5 +1,6 @@
-"""Critics of the policy-gradient learners (learners/coma_learner.py, learners/lica_learner.py)."""
+"""Critics of the policy-gradient learners (learners/coma_learner.py, lica_learner.py, offpg_learner.py)."""
 from .coma import COMACritic
 from .lica import LICACritic
+from .offpg import OffPGCritic
 
-REGISTRY = {"coma": COMACritic, "lica": LICACritic}
+REGISTRY = {"coma": COMACritic, "lica": LICACritic, "offpg": OffPGCritic}

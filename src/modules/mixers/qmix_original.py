@@ -54,5 +54,16 @@ class OriginalQMixer(nn.Module):
         v = self.V(states).view(-1, 1, 1)  # [b*t, 1, 1]
         return (th.bmm(hidden, w_final) + v).view(bs, -1, 1)  # [batch, time, 1]
 
+    def k(self, states: th.Tensor) -> th.Tensor:
+        """DOP's credit of each agent: k_i(s) = sum_e |W1(s)_ie| |w2(s)_e|, normalised to sum 1 over the
+        agents (the mixer's weights with the ELU taken as linear; |.| even with abs False, as in PyMARL2).
+        states [batch, time, *state_shape] -> [batch, time, n_agents]."""
+        bs = states.size(0)
+        states = states.reshape(-1, self.state_dim)  # [batch*time, state_dim]
+        w1 = self.hyper_w_1(states).abs().view(-1, self.n_agents, self.embed_dim)  # [b*t, n_agents, embed]
+        w_final = self.hyper_w_final(states).abs().view(-1, self.embed_dim, 1)  # [b*t, embed, 1]
+        credit = th.bmm(w1, w_final).view(bs, -1, self.n_agents)  # [batch, time, n_agents]
+        return credit / credit.sum(dim=-1, keepdim=True)
+
     def _weights(self, x: th.Tensor) -> th.Tensor:
         return x.abs() if self.abs else x
