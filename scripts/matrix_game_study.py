@@ -12,11 +12,11 @@ stays 1 for the whole run (epsilon_finish=1.0), and the learned greedy joint act
 
 Each run is an ordinary training run of the algorithm's config (PyMARL2's YAML values, the parallel
 runner with its 8 envs stepped in this process, the replay buffer, the learner) on
-`--env-config=one_step_matrix_game` with `env_args.payoff` set as above, for t_max episodes (the
-env config's 20,000 unless --t-max says otherwise); the same as
+`--env-config=one_step_matrix_game` with `env_args.payoff` set as above, for --t-max episodes (20,000
+unless it says otherwise; the algorithm YAML's t_max of 10.05M steps is not used); the same as
 
     python src/main.py --config=<alg> --env-config=one_step_matrix_game with \\
-        'env_args.payoff=[[8,-12,-12],[-12,0,0],[-12,0,0]]' epsilon_finish=1.0 seed=<seed>
+        'env_args.payoff=[[8,-12,-12],[-12,0,0],[-12,0,0]]' epsilon_finish=1.0 t_max=20000 seed=<seed>
 
 but without writing results. It prints, per algorithm, the fraction of seeds whose greedy joint
 action is (0, 0), the mean payoff of the greedy joint action and each seed's greedy joint action.
@@ -51,14 +51,12 @@ ALGS = ("qmix", "vdn", "qatten", "qplex", "ow_qmix", "cw_qmix", "qtran", "qmix_a
 LOG = logging.getLogger("matrix_game_study")
 
 
-def study_args(alg: str, seed: int, t_max: int | None, results: str) -> SimpleNamespace:
+def study_args(alg: str, seed: int, t_max: int, results: str) -> SimpleNamespace:
     """The merged config of `alg` on the matrix game with the papers' payoff and epsilon 1 throughout."""
     config = build_config(["main.py", f"--config={alg}", "--env-config=one_step_matrix_game"])
     config.update(seed=seed, env_args=dict(config["env_args"], payoff=PAYOFF, seed=seed), epsilon_finish=1.0,
                   use_cuda=False, env_processes="main", local_results_path=results, save_model=False,
-                  use_tensorboard=False, learner_threads=1)
-    if t_max is not None:
-        config["t_max"] = t_max
+                  use_tensorboard=False, learner_threads=1, t_max=t_max)
     # No test episodes while training: the greedy joint action is read once, at the end.
     config["test_interval"] = config["t_max"] + 1
     args = SimpleNamespace(**args_sanity_check(config, LOG))
@@ -67,10 +65,11 @@ def study_args(alg: str, seed: int, t_max: int | None, results: str) -> SimpleNa
     return args
 
 
-def train_and_test(alg: str, seed: int, t_max: int | None = None) -> dict:
+def train_and_test(alg: str, seed: int, t_max: int = 20000) -> dict:
     """Train `alg` with `seed`; return its greedy joint action and that action's payoff."""
     th.set_num_threads(1)
     th.manual_seed(seed)
+    LOG.setLevel(logging.WARNING)  # the learner's joint-action tables would flood the console
     with tempfile.TemporaryDirectory(prefix="matrix_game_study_") as results:
         args = study_args(alg, seed, t_max, results)
         logger = Logger(LOG)
@@ -108,14 +107,18 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--algs", nargs="+", default=list(ALGS), help="algorithm configs (src/config/algs/)")
     parser.add_argument("--seeds", type=int, default=5, help="seeds per algorithm: 1 .. SEEDS")
-    parser.add_argument("--t-max", type=int, default=None, help="episodes per run (default: the env config's)")
+    parser.add_argument("--t-max", type=int, default=20000, help="episodes per run")
     parser.add_argument("--jobs", type=int, default=os.cpu_count(), help="runs at once")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     runs = [(alg, seed) for alg in args.algs for seed in range(1, args.seeds + 1)]
     start = time.time()
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        results = list(pool.map(train_and_test, *zip(*runs), [args.t_max] * len(runs)))
+        results = []
+        for result in pool.map(train_and_test, *zip(*runs), [args.t_max] * len(runs)):
+            results.append(result)
+            print(f"{result['alg']} seed {result['seed']}: greedy {result['actions']}, payoff {result['payoff']:+.0f}, "
+                  f"{result['t_env']} episodes in {result['seconds']:.0f} s", flush=True)
     print(f"command: python scripts/matrix_game_study.py {' '.join(argv if argv is not None else sys.argv[1:])}")
     print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
     print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "

@@ -3,8 +3,8 @@ the last `frames` steps' inputs instead of a recurrent memory.
 
 Acting (forward, one step at a time) keeps the window as the controller's state: zeros before the
 first step (init_hidden), then each step's inputs pushed in. The fused unroll (forward_sequence) builds
-the same windows for every step of the stored episodes at once ([bs*T, frames, n_agents, input]) and
-runs the agent on them in one call: the same values.
+the same windows for every step of the stored episodes at once: the agent convolves each episode
+once (ConvAgent.forward_sequence), the same values to float rounding.
 """
 import torch as th
 import torch.nn.functional as F
@@ -42,10 +42,7 @@ class ConvMAC(NMAC):
         return self._sequence_q(self.agent, inputs), other_q
 
     def _sequence_q(self, agent, inputs: th.Tensor) -> th.Tensor:
-        bs, steps, n_agents, size = inputs.shape
+        """Q-values [bs, T, n_agents, n_actions] of inputs [bs, T, n_agents, input], window by window."""
         frames = self.args.frames
         padded = F.pad(inputs, (0, 0, 0, 0, frames - 1, 0))  # [bs, frames - 1 + T, n_agents, input]: zeros first
-        windows = padded.unfold(1, frames, 1)  # [bs, T, n_agents, input, frames]
-        windows = windows.permute(0, 1, 4, 2, 3).reshape(bs * steps, frames, n_agents, size)
-        q, _ = agent(windows, None)  # [bs*T, n_agents, n_actions]
-        return q.view(bs, steps, n_agents, -1)
+        return agent.forward_sequence(padded, frames)
