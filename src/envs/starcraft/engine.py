@@ -169,7 +169,7 @@ class _FlowFields:
             nxt = self._next_cells(dist)                   # [X, Y] flat index of the next cell
             flat = np.arange(nx * ny).reshape(self.walkable.shape)
             one = np.where(nxt >= 0, nxt, flat)
-            two = np.where(one.ravel()[one] >= 0, nxt.ravel()[one], one)
+            two = nxt.ravel()[one]                         # the next cell's next cell (-1 at the goal)
             two = np.where(two >= 0, two, one)
             aim = (two // ny + 0.5) + 1j * (two % ny + 0.5)
             self._plans[goal] = (open_, aim)
