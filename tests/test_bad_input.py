@@ -46,8 +46,8 @@ def sc2_tokens(qmix_sc2, *tokens) -> list:
     ("t_max=2.5", "t_max=2.5 must be a whole number like the default 10050000 (2e6 is fine, 2.5 is not)"),
     ("env_args.step_mul=8.5", "env_args.step_mul=8.5 must be a whole number like the default 8"),
     ("seed=abc", "seed='abc' has the wrong type: expected int"),
-    ("lambd=0.6", "unknown config key 'lambd' (with lambd=0.6): a setting of "
-                  "PyMARL2's RIIT, which marlkit does not ship yet"),
+    ("agent_return_logits=True", "unknown config key 'agent_return_logits' (with agent_return_logits=True): a "
+                                 "setting of PyMARL2's mlp agent, which marlkit does not ship yet"),
     ("agent_own_state_size=abc", "agent_own_state_size='abc' has the wrong type: expected bool or int, got str"),
 ])
 def test_bad_with_updates_are_rejected(qmix_sc2, token, message):

@@ -66,6 +66,13 @@ def test_pymarl2_keys_can_be_set(key, tmp_path):
     assert main.checked_params(["main.py", "with", f"{key}={config[key]!r}"], config)[2:] == [f"{key}={config[key]!r}"]
 
 
+# What PyMARL2's riit.yaml and riit_online.yaml share.
+RIIT = {"learner": "fmac_learner", "mac": "lica_mac", "agent": "rnn", "agent_output_type": "pi_logits",
+        "action_selector": "gumbel", "epsilon_start": 0.0, "epsilon_finish": 0.0, "epsilon_anneal_time": 100000,
+        "mask_before_softmax": True, "runner": "parallel", "batch_size_run": 8, "buffer_size": 128, "batch_size": 32,
+        "t_max": 10050000, "mixer": "qmix", "mixing_embed_dim": 32, "hypernet_embed": 64, "critic_hidden_dim": 128,
+        "lr": 0.001, "critic_lr": 0.001, "lambd": 0.6, "entropy_coef": 0.03, "optimizer": "adam"}
+
 # PyMARL2's values of its YAML files (hijkzzz/pymarl2, src/config/algs/), merged over its default.yaml.
 PYMARL2_PRESETS = {
     "iql": {"learner": "q_learner", "double_q": True, "mixer": None, "mac": "basic_mac", "agent": "rnn",
@@ -153,6 +160,9 @@ PYMARL2_PRESETS = {
             "td_lambda": 0.8, "tb_lambda": 0.93, "mixing_embed_dim": 32, "critic_q_fn": "coma",
             "critic_baseline_fn": "coma", "critic_train_mode": "seq", "critic_train_reps": 1, "q_nstep": 0,
             "grad_norm_clip": 20, "name": "dop_env=8_rmsprop_tb+td_lambda", "run": "dop_run"},
+    "riit": {**RIIT, "off_buffer_size": 5000, "off_batch_size": 64, "run": "on_off", "target_update_interval": 200,
+             "abs": True, "name": "riit_env=8_adam_td_lambda"},
+    "riit_online": {**RIIT, "target_update_interval": 1, "run": "default", "name": "riit_online_env=8_adam_td_lambda"},
     "vdn": {"learner": "nq_learner", "mixer": "vdn", "mac": "n_mac", "agent": "n_rnn", "lr": 0.001,
             "td_lambda": 0.6, "batch_size": 128, "buffer_size": 5000, "batch_size_run": 8,
             "name": "vdn_env=8_adam_td_lambda"},

@@ -1,6 +1,7 @@
 """Learners turn sampled episode batches into parameter updates: REGISTRY[name](mac, scheme, logger, args)."""
 from .coma_learner import COMALearner
 from .dmaq_qatten_learner import DMAQLearner
+from .fmac_learner import FMACLearner
 from .lica_learner import LICALearner
 from .max_q_learner import MaxQLearner
 from .nq_learner import NQLearner
@@ -21,4 +22,5 @@ REGISTRY = {
     "policy_gradient_v2": PolicyGradientV2Learner,  # VMIX
     "lica_learner": LICALearner,  # LICA
     "offpg_learner": OffPGLearner,  # DOP
+    "fmac_learner": FMACLearner,  # RIIT
 }

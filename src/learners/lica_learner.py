@@ -15,10 +15,8 @@ joint action distribution. One train call on a batch (T stored steps, T-1 transi
        H    = mean over valid (t, i) of the entropy of pi^i(. | tau_t)
        loss = -mean over valid t of Q(s_t, pi_t) - (entropy_coef / H) * H
 
-   pi the controller's softmax renormalised over the available actions. Dividing by H's value (no
-   gradient through the divisor) is LICA's adaptive entropy regularisation: the entropy term's gradient
-   has the size entropy_coef whatever the entropy is. With an entropy of exactly 0 (every agent left
-   with one available action) the term is left out; PyMARL2 divides by zero there.
+   pi the controller's softmax renormalised over the available actions. Dividing by H's value is LICA's
+   adaptive entropy regularisation (policy_learner.adaptive_entropy_loss).
 
 Stats under PyMARL2's names: critic_loss, critic_grad_norm, td_error_abs, q_t_mean, target_mean,
 mix_loss (the actor's whole loss), entropy, agent_grad_norm. PyMARL2's lica.yaml also sets
@@ -37,15 +35,8 @@ from modules.critics import LICACritic
 from utils.rl_utils import build_td_lambda_targets
 
 from .coma_learner import renormalise_available
-from .policy_learner import PolicyLearner, entropy, masked_mean
+from .policy_learner import PolicyLearner, adaptive_entropy_loss, entropy, masked_mean
 from .q_learner import Transitions, batch_transitions
-
-
-def adaptive_entropy_loss(mix_value: th.Tensor, mean_entropy: th.Tensor, entropy_coef: float) -> th.Tensor:
-    """LICA's actor loss -Q - (entropy_coef / H) H from the masked means of Q(s, pi) and of the entropy H."""
-    entropy_value = mean_entropy.item()
-    ratio = entropy_coef / entropy_value if entropy_value > 0 else 0.0
-    return -mix_value - ratio * mean_entropy
 
 
 class LICALearner(PolicyLearner):

@@ -1,5 +1,5 @@
 """What PyMARL2's policy-gradient learners (coma_learner, ppo_learner, policy_gradient_v2, lica_learner,
-offpg_learner) share here: the unroll of the policy controller over whole episodes, optimiser steps
+offpg_learner, fmac_learner) share here: the unroll of the policy controller over whole episodes, optimiser steps
 with gradient clipping and finiteness checks, the logging schedule, and checkpoints of every network
 and optimiser (with the target networks apart, so that a resumed run continues exactly).
 
@@ -48,6 +48,16 @@ def entropy(policies: th.Tensor) -> th.Tensor:
     return -(policies * log_policies).sum(-1)
 
 
+def adaptive_entropy_loss(value: th.Tensor, mean_entropy: th.Tensor, entropy_coef: float) -> th.Tensor:
+    """The actor loss of LICA and RIIT, -Q - (entropy_coef / H) H, from the masked means of the critic's value
+    of the policies Q and of their entropy H; the divisor is H's value (no gradient), so the entropy term's
+    gradient has the size entropy_coef whatever H is. With H exactly 0 (every agent left with one available
+    action) the term is left out, where PyMARL2 divides by zero."""
+    entropy_value = mean_entropy.item()
+    ratio = entropy_coef / entropy_value if entropy_value > 0 else 0.0
+    return -value - ratio * mean_entropy
+
+
 class PolicyLearner:
     """The shared part of the policy-gradient learners; subclasses implement ``train``."""
 
@@ -93,15 +103,16 @@ class PolicyLearner:
             each.step()
         return grad_norm
 
-    def _refresh_targets(self, steps: int) -> None:
-        """Copy every network into its target network once target_update_interval training steps have
-        passed since the last refresh (`steps`: the training steps so far; the subclass lists the counter
-        last_target_update_step in COUNTERS)."""
-        if (steps - self.last_target_update_step) / self.args.target_update_interval >= 1.0:
+    def _refresh_targets(self, count: int, quiet: bool = False) -> None:
+        """Copy every network into its target network once target_update_interval have passed since the
+        last refresh (`count`: the training steps, or episodes, so far; the subclass lists the counter
+        last_target_update_step in COUNTERS). `quiet`: without the console line."""
+        if (count - self.last_target_update_step) / self.args.target_update_interval >= 1.0:
             for name, target in self.target_networks.items():
                 target.load_state_dict(self.networks[name].state_dict())
-            self.logger.console_logger.info("Updated target network")
-            self.last_target_update_step = steps
+            if not quiet:
+                self.logger.console_logger.info("Updated target network")
+            self.last_target_update_step = count
 
     def _logging(self, t_env: int) -> bool:
         return t_env - self.log_stats_t >= self.args.learner_log_interval

@@ -511,20 +511,29 @@ def off_policy_buffer(args: SimpleNamespace, buffer: ReplayBuffer, logger: Logge
                         device=buffer.device)
 
 
-class DOPTrainingLoop(TrainingLoop):
-    """PyMARL2's dop_run (``run: dop_run``): every episode goes into the on-policy buffer (buffer_size) and
-    into an off-policy one (off_buffer_size). Once they hold batch_size and off_batch_size episodes, each
-    iteration trains the critic on batch_size episodes drawn from the first and off_batch_size from the
-    second (learner.train_critic), then the policy on the batch_size newest episodes (learner.train)."""
+class TwoBufferLoop(TrainingLoop):
+    """A training loop that also keeps every episode in an off-policy buffer (off_buffer_size), saved and
+    resumed beside the on-policy one; its learner has the method LEARNER_METHOD besides train."""
+
+    LEARNER_METHOD, LEARNER = "", ""
 
     def __init__(self, args: SimpleNamespace, runner, buffer: ReplayBuffer, learner, logger: Logger):
-        if not hasattr(learner, "train_critic"):
-            raise ValueError(f"run dop_run trains DOP's learner (offpg_learner), not {args.learner}")
+        if not hasattr(learner, self.LEARNER_METHOD):
+            raise ValueError(f"run {args.run} trains {self.LEARNER}, not {args.learner}")
         super().__init__(args, runner, buffer, learner, logger)
         self.off_buffer = off_policy_buffer(args, buffer, logger)
 
     def replay_buffers(self) -> dict:
         return {**super().replay_buffers(), checkpoint.OFF_BUFFER_FILE: self.off_buffer}
+
+
+class DOPTrainingLoop(TwoBufferLoop):
+    """PyMARL2's dop_run (``run: dop_run``): every episode goes into the on-policy buffer (buffer_size) and
+    into an off-policy one (off_buffer_size). Once they hold batch_size and off_batch_size episodes, each
+    iteration trains the critic on batch_size episodes drawn from the first and off_batch_size from the
+    second (learner.train_critic), then the policy on the batch_size newest episodes (learner.train)."""
+
+    LEARNER_METHOD, LEARNER = "train_critic", "DOP's learner (offpg_learner)"
 
     def ready(self) -> bool:
         return self.buffer.can_sample(self.args.batch_size) and self.off_buffer.can_sample(self.args.off_batch_size)
@@ -539,5 +548,26 @@ class DOPTrainingLoop(TrainingLoop):
             self.learner.train(newest, self.runner.t_env, self.episode)
 
 
+class OnOffTrainingLoop(TwoBufferLoop):
+    """PyMARL2's on_off run (RIIT, ``run: on_off``): every episode goes into the on-policy buffer (buffer_size)
+    and into an off-policy one (off_buffer_size). Once the off-policy buffer holds buffer_size episodes, each
+    iteration trains the critic alone on off_batch_size episodes drawn from it (learner.train_off_policy);
+    once the on-policy buffer is full too, the critic and the actors on its batch_size newest episodes."""
+
+    LEARNER_METHOD, LEARNER = "train_off_policy", "RIIT's learner (fmac_learner)"
+
+    def ready(self) -> bool:
+        return self.off_buffer.can_sample(max(self.args.buffer_size, self.args.off_batch_size))
+
+    def learn(self) -> None:
+        off_policy = self.on_device(self.off_buffer.sample(self.args.off_batch_size))
+        with self.timed_step(work=off_policy.max_seq_length):
+            self.learner.train_off_policy(off_policy, self.runner.t_env, self.episode)
+        if self.buffer.can_sample(self.args.buffer_size):
+            newest = self.on_device(self.buffer.sample_latest(self.args.batch_size))
+            with self.timed_step(work=newest.max_seq_length):
+                self.learner.train(newest, self.runner.t_env, self.episode)
+
+
 # The training loops of the `run` settings (run/ REGISTRY).
-LOOPS = {"default": TrainingLoop, "dop_run": DOPTrainingLoop}
+LOOPS = {"default": TrainingLoop, "dop_run": DOPTrainingLoop, "on_off": OnOffTrainingLoop}

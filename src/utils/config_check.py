@@ -27,7 +27,7 @@ from sacred.arg_parser import get_config_updates
 # Keys PyMARL2's configs or code have that marlkit does not port, with the reason given to whoever
 # types them after `with`.
 _NOT_YET_PORTED = {
-    "RIIT": ("critic_hidden_dim", "lambd", "optimizer_epsilon", "agent_return_logits"),
+    "mlp agent": ("agent_return_logits",),
 }
 UNPORTED_KEYS = {
     key: f"a setting of PyMARL2's {algorithms}, which marlkit does not ship yet"
@@ -48,9 +48,9 @@ RANGES = {
         "runner_log_interval", "learner_log_interval", "save_model_interval", "target_update_interval",
         "env_worker_max_failures", "rnn_hidden_dim", "mixing_embed_dim", "hypernet_embed", "epsilon_anneal_time",
         "accumulated_episodes", "mini_epochs", "lica_mixing_embed_dim", "hypernet_embed_dim", "off_buffer_size",
-        "off_batch_size", "step")},
-    **{key: (0.0, 1.0) for key in ("gamma", "td_lambda", "gae_lambda", "tb_lambda", "epsilon_start", "epsilon_finish",
-                                   "test_noise", "per_beta", "optim_alpha")},
+        "off_batch_size", "step", "critic_hidden_dim")},
+    **{key: (0.0, 1.0) for key in ("gamma", "td_lambda", "gae_lambda", "tb_lambda", "lambd", "epsilon_start",
+                                   "epsilon_finish", "test_noise", "per_beta", "optim_alpha")},
     **{key: (0, None) for key in ("load_step", "learner_threads", "weight_decay", "per_alpha", "entropy", "critic_coef",
                                   "eps_clip", "ent_coef", "vf_coef", "entropy_coef")},
     "seed": (0, 2 ** 32 - 1),  # numpy's seed range
