@@ -5,6 +5,7 @@ import copy
 import logging
 import os
 import random
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -21,10 +22,14 @@ from learners.ppo_learner import clipped_surrogate_loss, clipped_value_loss, nor
 from modules.mixers.qmix_original import OriginalQMixer
 from learners.q_learner import Transitions, batch_transitions
 from main import build_config, checked_params
+from main_runs import run_main
 from run.run import LOOPS, TrainingLoop, args_sanity_check, build_scheme, setup_learning
 from runners import REGISTRY as runner_REGISTRY
 from test_learner import N_ACTIONS, OBS_DIM, FakeLogger, make_batch, make_scheme
-from test_value_algorithms import alg_args, make_alg_learner, short_smac_run
+import test_readme
+from test_readme import shortened
+import test_value_algorithms as value_tests
+from test_value_algorithms import alg_args, make_alg_learner, saved_and_restored, short_smac_run
 from utils.config_check import range_error
 from utils.logging import Logger
 from utils.rl_utils import build_gae_targets, build_tree_backup_targets
@@ -76,10 +81,7 @@ def policy_networks(learner) -> dict:
 
 
 def same_networks(a, b) -> bool:
-    nets_a, nets_b = policy_networks(a), policy_networks(b)
-    return nets_a.keys() == nets_b.keys() and all(
-        all(th.equal(x, y) for x, y in zip(nets_a[name].state_dict().values(), nets_b[name].state_dict().values()))
-        for name in nets_a)
+    return value_tests.same_networks(a, b, policy_networks)
 
 
 # --- the multinomial action selector ---------------------------------------------------------------
@@ -685,34 +687,41 @@ def test_fused_and_stepwise_unroll_train_alike(alg):
 @pytest.mark.parametrize("alg", ALGS)
 def test_save_and_load_continue_exactly(alg, tmp_path):
     trained, _ = train_steps(alg)
-    trained.save_models(str(tmp_path))
-    assert all(os.path.exists(tmp_path / name) for name in trained.model_files())
-    restored, _ = make_alg_learner(alg, seed=1, target_update_interval=2)
-    assert not same_networks(restored, trained)
-    restored.load_models(str(tmp_path))
-    restored.load_target_models(str(tmp_path))
-    restored.load_state_dict(trained.state_dict())
-    assert same_networks(restored, trained)
+    restored = saved_and_restored(alg, trained, tmp_path, policy_networks)
     for learner in (trained, restored):  # the optimisers' moments and the counters came back too
         train_step(learner, copy.deepcopy(batches()[0]), 10)
     assert same_networks(restored, trained)
 
 
-@pytest.mark.parametrize("alg, overrides", [("ippo", ["accumulated_episodes=2", "batch_size=2"]), ("vmix", []),
-                                             ("lica", []), ("riit_online", []),
-                                             ("riit", ["off_batch_size=4", "buffer_size=4", "save_buffer=True"])])
-def test_each_algorithm_runs_and_saves_on_smac(alg, overrides, tmp_path):
-    """coma's run is in the resume test below. IPPO trains from its first batch (with its
-    accumulated_episodes of 8 so short a run might never train)."""
-    proc = short_smac_run(alg, str(tmp_path), *overrides)
+# What a short run of each README command needs besides test_readme's SHORT settings.
+SHORT_OVERRIDES = {"ippo": ["accumulated_episodes=2", "batch_size=2"], "dop": ["off_batch_size=4"],
+                   "riit": ["off_batch_size=4", "buffer_size=4", "save_buffer=True"]}
+
+
+def readme_commands() -> list:
+    return test_readme.readme_commands("## Policy-based algorithms")
+
+
+def test_the_readme_runs_every_policy_algorithm_on_smac():
+    commands = readme_commands()
+    assert sorted(re.search(r"--config=(\w+) --env-config=sc2", command).group(1) for command in commands) == \
+        sorted(ALGS)
+
+
+@pytest.mark.parametrize("command", readme_commands())
+def test_each_readme_command_runs_and_saves(command, tmp_path):
+    """Each README command as written, shortened, saving its models. IPPO trains from its first
+    batch (with its accumulated_episodes of 8 so short a run might never train)."""
+    alg = re.search(r"--config=(\w+)", command).group(1)
+    proc = run_main(*shortened(command, str(tmp_path), ""), "save_model=True", "save_model_interval=100",
+                    *SHORT_OVERRIDES.get(alg, []))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "critic_loss" in proc.stderr  # the learner trained and logged
-    if alg == "riit":  # the on_off loop saves its off-policy buffer too
-        (token,) = os.listdir(tmp_path / "models")
-        last = max(os.listdir(tmp_path / "models" / token), key=int)
-        assert "off_buffer.pt" in os.listdir(tmp_path / "models" / token / last)
     (token,) = os.listdir(tmp_path / "models")
     assert token.startswith(alg_args(alg).name) and len(os.listdir(tmp_path / "models" / token)) >= 2
+    if alg == "riit":  # the on_off loop saves its off-policy buffer too
+        last = max(os.listdir(tmp_path / "models" / token), key=int)
+        assert "off_buffer.pt" in os.listdir(tmp_path / "models" / token / last)
 
 
 def test_dop_runs_saves_both_buffers_and_resumes_from_the_command_line(tmp_path):

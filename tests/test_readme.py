@@ -18,10 +18,15 @@ SAVED = "results/models/<unique_token>"  # the README's placeholder for a run's 
 
 
 def quick_start_commands() -> list:
-    """The `python src/main.py ...` commands of the README's Quick start block, continuation lines joined."""
+    return readme_commands("## Quick start")
+
+
+def readme_commands(heading: str) -> list:
+    """The `python src/main.py ...` commands of the first bash block under the README's `heading`,
+    continuation lines joined."""
     with open(os.path.join(REPO, "README.md")) as f:
         readme = f.read()
-    section = readme[readme.index("## Quick start"):]
+    section = readme[readme.index(heading):]
     block = re.search(r"```bash\n(.*?)```", section, re.S).group(1).replace("\\\n", " ")
     return [line.strip() for line in block.splitlines() if line.strip().startswith("python src/main.py")]
 

@@ -43,7 +43,19 @@ class EpsilonGreedyActionSelector:
         return th.where(pick_random, random_actions, greedy_actions)
 
 
-class MultinomialActionSelector:
+class PolicySelector:
+    """What the policy selectors share: a linear epsilon schedule, greedy test episodes unless
+    test_greedy is False, and save_probs (return the probabilities acted on as well)."""
+
+    def __init__(self, args: SimpleNamespace):
+        self.schedule = DecayThenFlatSchedule(args.epsilon_start, args.epsilon_finish,
+                                              args.epsilon_anneal_time, decay="linear")
+        self.epsilon = self.schedule.eval(0)
+        self.test_greedy = getattr(args, "test_greedy", True)
+        self.save_probs = getattr(args, "save_probs", False)
+
+
+class MultinomialActionSelector(PolicySelector):
     """PyMARL2's ``multinomial`` selector for policy agents (agent_output_type "pi_logits"): samples
     each agent's action from its policy restricted to the available actions, mixed with a uniform
     draw over them:
@@ -58,13 +70,6 @@ class MultinomialActionSelector:
     With save_probs (IPPO) select_action also returns the probabilities it sampled from (those of
     the renormalised policy in greedy test mode), which the runner stores as the behaviour policy.
     """
-
-    def __init__(self, args: SimpleNamespace):
-        self.schedule = DecayThenFlatSchedule(args.epsilon_start, args.epsilon_finish,
-                                              args.epsilon_anneal_time, decay="linear")
-        self.epsilon = self.schedule.eval(0)
-        self.test_greedy = getattr(args, "test_greedy", True)
-        self.save_probs = getattr(args, "save_probs", False)
 
     def select_action(self, agent_policies: th.Tensor, avail_actions: th.Tensor, t_env: int,
                       test_mode: bool = False) -> th.Tensor | tuple[th.Tensor, th.Tensor]:
@@ -102,7 +107,7 @@ def gumbel_softmax(logits: th.Tensor, temperature: float = 1.0, hard: bool = Fal
     return one_hot + soft - soft.detach()
 
 
-class GumbelSoftmaxActionSelector:
+class GumbelSoftmaxActionSelector(PolicySelector):
     """PyMARL2's ``gumbel`` selector (LICA, RIIT): takes policy logits (TAKES_LOGITS; the controller
     passes them with unavailable actions masked) and samples each agent's action by the Gumbel-max
     trick, i.e. from softmax(logits) over the available actions; in test mode with test_greedy (the
@@ -114,13 +119,6 @@ class GumbelSoftmaxActionSelector:
     """
 
     TAKES_LOGITS = True
-
-    def __init__(self, args: SimpleNamespace):
-        self.schedule = DecayThenFlatSchedule(args.epsilon_start, args.epsilon_finish,
-                                              args.epsilon_anneal_time, decay="linear")
-        self.epsilon = self.schedule.eval(0)
-        self.test_greedy = getattr(args, "test_greedy", True)
-        self.save_probs = getattr(args, "save_probs", False)
 
     def select_action(self, agent_logits: th.Tensor, avail_actions: th.Tensor, t_env: int,
                       test_mode: bool = False) -> th.Tensor | tuple[th.Tensor, th.Tensor]:

@@ -21,11 +21,9 @@ Stats under PyMARL2's names: critic_loss, critic_grad_norm, td_error_abs, q_take
 term is PyMARL2's (coma.yaml's entropy 0.09); PyMARL2's critic_q_fn, critic_baseline_fn,
 critic_train_mode, critic_train_reps and q_nstep are set by its YAML but read by no code.
 """
-import copy
 from types import SimpleNamespace
 
 import torch as th
-from torch.optim import Adam
 
 from components.episode_buffer import EpisodeBatch
 from modules.critics import COMACritic
@@ -59,17 +57,7 @@ class COMALearner(PolicyLearner):
 
     def __init__(self, mac, scheme: dict, logger, args: SimpleNamespace):
         super().__init__(mac, logger, args)
-        self.critic = COMACritic(scheme, args)
-        self.target_critic = copy.deepcopy(self.critic)
-        self.agent_params = list(mac.parameters())
-        self.critic_params = list(self.critic.parameters())
-        self.agent_optimiser = Adam(params=self.agent_params, lr=args.lr)
-        self.critic_optimiser = Adam(params=self.critic_params, lr=args.critic_lr)
-        self.networks = {"critic.th": self.critic}
-        self.target_networks = {"critic.th": self.target_critic}
-        self.optimisers = {"agent_opt.th": self.agent_optimiser, "critic_opt.th": self.critic_optimiser}
-        self.critic_training_steps = 0
-        self.last_target_update_step = 0
+        self._add_critic(COMACritic(scheme, args))
 
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int, per_weight: th.Tensor | None = None) -> dict:
         """The critic's steps, then one actor step; per_weight (prioritized replay) is refused at construction."""

@@ -23,12 +23,10 @@ mix_loss (the actor's whole loss), entropy, agent_grad_norm. PyMARL2's lica.yaml
 critics_update_num, critic and hypernet_layers, which no code reads (one critic step per batch, the
 critic is LICA's, its hypernetworks have two layers).
 """
-import copy
 from types import SimpleNamespace
 
 import torch as th
 import torch.nn.functional as F
-from torch.optim import Adam
 
 from components.episode_buffer import EpisodeBatch
 from modules.critics import LICACritic
@@ -46,17 +44,7 @@ class LICALearner(PolicyLearner):
 
     def __init__(self, mac, scheme: dict, logger, args: SimpleNamespace):
         super().__init__(mac, logger, args)
-        self.critic = LICACritic(scheme, args)
-        self.target_critic = copy.deepcopy(self.critic)
-        self.agent_params = list(mac.parameters())
-        self.critic_params = list(self.critic.parameters())
-        self.agent_optimiser = Adam(params=self.agent_params, lr=args.lr)
-        self.critic_optimiser = Adam(params=self.critic_params, lr=args.critic_lr)
-        self.networks = {"critic.th": self.critic}
-        self.target_networks = {"critic.th": self.target_critic}
-        self.optimisers = {"agent_opt.th": self.agent_optimiser, "critic_opt.th": self.critic_optimiser}
-        self.critic_training_steps = 0
-        self.last_target_update_step = 0
+        self._add_critic(LICACritic(scheme, args))
 
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int, per_weight: th.Tensor | None = None) -> dict:
         """The critic's step, then the actors'; per_weight (prioritized replay) is refused at construction."""

@@ -7,10 +7,12 @@ A subclass lists its networks in ``networks`` (file name -> module, saved beside
 agent.th), its target networks in ``target_networks`` (saved under target/ with the same names) and
 its optimisers in ``optimisers`` (file name -> optimiser), and its counters in ``COUNTERS``.
 """
+import copy
 import os
 from types import SimpleNamespace
 
 import torch as th
+from torch.optim import Adam
 
 from components.episode_buffer import EpisodeBatch
 
@@ -81,6 +83,22 @@ class PolicyLearner:
         if getattr(args, "train_precision", "float32") != "float32":
             logger.console_logger.warning(f"{args.learner} trains in float32: train_precision="
                                           f"{args.train_precision} applies to the value-based learners only")
+
+    def _add_critic(self, critic: th.nn.Module) -> None:
+        """COMA's and LICA's set-up: `critic` with a target copy, Adam for the agents (lr) and for the
+        critic (critic_lr), all saved; the subclass lists critic_training_steps and
+        last_target_update_step in COUNTERS."""
+        self.critic = critic
+        self.target_critic = copy.deepcopy(critic)
+        self.agent_params = list(self.mac.parameters())
+        self.critic_params = list(critic.parameters())
+        self.agent_optimiser = Adam(params=self.agent_params, lr=self.args.lr)
+        self.critic_optimiser = Adam(params=self.critic_params, lr=self.args.critic_lr)
+        self.networks = {"critic.th": self.critic}
+        self.target_networks = {"critic.th": self.target_critic}
+        self.optimisers = {"agent_opt.th": self.agent_optimiser, "critic_opt.th": self.critic_optimiser}
+        self.critic_training_steps = 0
+        self.last_target_update_step = 0
 
     def _policies(self, batch: EpisodeBatch):
         """The controller's outputs over the batch (see unroll_policy), with gradients."""
