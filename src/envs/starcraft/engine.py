@@ -217,6 +217,23 @@ def _cell_parts(grid: np.ndarray) -> np.ndarray:
     return np.where(grid, _WHOLE, code).astype(np.uint8)
 
 
+def _walkable_boxes(padded: np.ndarray) -> np.ndarray | None:
+    """Where every padded grid's walkable ground is one rectangle of whole cells (16 of the 23
+    maps), its bounds in map coordinates -> float [2 (low, high), grids, 2 (x, y)]: a point
+    is walkable iff low <= (x, y) < high, the same as the cell lookup (floor(x) is in a range
+    of integers iff x is) with fewer NumPy calls; else None."""
+    boxes = np.zeros((2, padded.shape[0], 2))
+    for g, parts in enumerate(padded):
+        xs, ys = np.nonzero(parts)
+        if xs.size == 0:
+            return None
+        lo, hi = (xs.min(), ys.min()), (xs.max() + 1, ys.max() + 1)
+        if not (parts[lo[0]:hi[0], lo[1]:hi[1]] == _WHOLE).all():
+            return None
+        boxes[:, g] = np.array([lo, hi]) - _BORDER
+    return boxes
+
+
 @functools.cache
 def _fractions(k: int) -> np.ndarray:
     """k evenly spaced fractions 0..1 (np.linspace, cached: lines are sampled every tick)."""
@@ -397,11 +414,13 @@ class BuiltinEngine:
                                                          (_BORDER, side - _BORDER - g.shape[1])))
                                  for g in grids])                      # [3, side, side]
         self._any_cut = bool(_CUT[self._padded].any())
+        self._boxes = _walkable_boxes(self._padded)
         self._flows = tuple(_FlowFields(g) for g in grids)
         # Only a walkable area with notches (corridor's choke, 2c_vs_64zg's cliff, ...) can put
         # terrain between a unit and its destination; a rectangle or octagon-like arena cannot.
         self._needs_routing = not all(_fills_its_rows_and_columns(g) for g in grids)
         self._grid_of = np.where(self._is_air, 2, self._cliff.astype(np.int64))
+        self._unit_box = self._box_of(self._grid_of)
 
     def _build_state(self) -> None:
         n = self.n
@@ -791,11 +810,18 @@ class BuiltinEngine:
 
     def _walkable(self, p: np.ndarray) -> np.ndarray:
         """Whether each unit could stand at p (its own grid; air anywhere on the map) -> bool [n]."""
-        return self._walkable_on(self._grid_of, p)
+        return self._walkable_on(self._grid_of, p, self._unit_box)
 
-    def _walkable_on(self, grid: np.ndarray, p: np.ndarray) -> np.ndarray:
+    def _box_of(self, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Bounds (low, high: float [..., 2]) of the walkable rectangles of grids `grid` on
+        maps whose grids are all rectangles, else None: for callers that test the same grids
+        again and again (the gather costs as much as the test)."""
+        return None if self._boxes is None else (self._boxes[0][grid], self._boxes[1][grid])
+
+    def _walkable_on(self, grid: np.ndarray, p: np.ndarray,
+                     box: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """Whether points p lie on walkable ground of grid `grid` (0 ground, 1 cliff-walkers,
-        2 air; broadcast against p) -> bool like p.
+        2 air; broadcast against p) -> bool like p. box: _box_of(grid), if the caller has it.
 
         The grids carry a border of blocked cells wide enough for one tick of movement, so
         positions just outside the map need no clipping; floor first (x + _BORDER can round up
@@ -803,6 +829,10 @@ class BuiltinEngine:
         if not p.flags.c_contiguous:
             p = p.copy()
         xy = p.view(np.float64).reshape(*p.shape, 2)  # [..., 2]: x, y
+        if self._boxes is not None:
+            lo, hi = self._box_of(grid) if box is None else box
+            inside = (xy >= lo) & (xy < hi)
+            return inside[..., 0] & inside[..., 1]
         floor = np.floor(xy)
         cell = floor.astype(np.int64)
         cell += _BORDER
@@ -989,6 +1019,7 @@ class BuiltinEngine:
         grid = self._grid_of[units]
         rsum = self._pair_rsum_live[pairs]
         tie = self._pair_tie[pairs]
+        box = self._box_of(grid)
         z = self._z[units]
         fixed = rank[units] == _R_FIXED
         for sweep in range(COLLISION_MAX_ITERS):
@@ -1011,7 +1042,7 @@ class BuiltinEngine:
             moves = sums[2 * nu:].view(np.complex128)               # [2 * nu]: a's pushes, b's
             step = (_SEP_RELAX / np.maximum(sums[:nu] + sums[nu:2 * nu], 1.0)) * (moves[:nu] - moves[nu:])
             new = z + step
-            ok = self._walkable_on(grid, new)
+            ok = self._walkable_on(grid, new, box)
             np.copyto(z, new, where=ok)
             if ok.all():
                 continue
