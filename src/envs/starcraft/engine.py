@@ -194,10 +194,13 @@ _CUT = np.arange(16) % 15 > 0  # codes of _cell_parts for a cell cut by a diagon
 
 def _inside_cut(parts: np.ndarray, fx: np.ndarray, fy: np.ndarray) -> np.ndarray:
     """Whether points at (fx, fy) within their cells lie in a walkable triangle of a cut cell
-    (codes of _cell_parts)."""
-    low, high = fx + fy <= 1.0, fx + fy >= 1.0
-    return (((parts & 1) > 0) & low) | (((parts & 2) > 0) & (fx >= fy)) \
-        | (((parts & 4) > 0) & (fy >= fx)) | (((parts & 8) > 0) & high)
+    (codes of _cell_parts). The point's side of both diagonals is packed into the same bits
+    (1 x + y <= 1, 2 x >= y, 4 y >= x, 8 x + y >= 1) and matched against the code in one step.
+    """
+    s = fx + fy
+    sides = (s <= 1.0).view(np.uint8) | ((fx >= fy).view(np.uint8) << 1) \
+        | ((fy >= fx).view(np.uint8) << 2) | ((s >= 1.0).view(np.uint8) << 3)
+    return (parts & sides) != 0
 
 
 def _cell_parts(grid: np.ndarray) -> np.ndarray:
@@ -1070,11 +1073,12 @@ class BuiltinEngine:
     def _slide(self, z: np.ndarray, rows: np.ndarray, step: np.ndarray, grid: np.ndarray) -> np.ndarray:
         """Pushes of z[rows] by step that the terrain blocks slide along the wall: keep the
         walkable axis of the step, else stay (z changed in place) -> bool [rows]: moved."""
-        along_x = z[rows] + step.real
-        along_y = z[rows] + 1j * step.imag
-        ok_x, ok_y = self._walkable_on(np.tile(grid, 2), np.concatenate((along_x, along_y))).reshape(2, -1)
+        at = z[rows]
+        along_x = at + step.real
+        along_y = at + 1j * step.imag
+        ok_x, ok_y = self._walkable_on(grid, np.stack((along_x, along_y)))  # grid broadcasts
         ok_y &= ~ok_x
-        z[rows] = np.where(ok_x, along_x, np.where(ok_y, along_y, z[rows]))
+        z[rows] = np.where(ok_x, along_x, np.where(ok_y, along_y, at))
         return ok_x | ok_y
 
     def _shares(self, a: np.ndarray, b: np.ndarray, rank: np.ndarray, by_mass_only: bool = False) -> np.ndarray:
