@@ -109,8 +109,12 @@ def verify(folder: str, need_state: bool):
     if state is not None and state.get("version") != STATE_VERSION:
         raise CheckpointError(f"checkpoint {folder} has a {TRAINING_STATE} of version {state.get('version')}, "
                               f"this marlkit reads version {STATE_VERSION}")
-    models = sorted(name for name in os.listdir(folder) if name.endswith(".th"))
-    for name in state["files"] if state else ["agent.th", "opt.th", *models]:
+    if state:
+        names = state["files"]
+    else:  # agent.th and opt.th first (named when missing), then every other model file, each once
+        models = sorted(name for name in os.listdir(folder) if name.endswith(".th"))
+        names = dict.fromkeys(["agent.th", "opt.th", *models])
+    for name in names:
         load_file(folder, name, mmap=name.endswith(BUFFER_FILE))
     return state
 
