@@ -89,12 +89,13 @@ class PPOLearner(PolicyLearner):
         actions = data.actions  # [bs, T-1, n_agents, 1]
         old_pi_taken = taken(batch["probs"][:, :-1], actions).clamp(min=UNAVAILABLE_PROBABILITY)
         old_log_pi = th.log(old_pi_taken)  # [bs, T-1, n_agents]
+        inputs = self.mac.build_sequence_inputs(batch)  # [bs, T, n_agents, input]: the critic's, built once
         with th.no_grad():
-            old_values = self._values(batch)  # [bs, T, n_agents], normalised with use_value_norm
+            old_values = self._values(inputs)  # [bs, T, n_agents], normalised with use_value_norm
             advantages, targets = self._advantages_and_targets(data, old_values)  # [bs, T-1, n_agents] each
         avail_actions = batch["avail_actions"][:, :-1]  # [bs, T-1, n_agents, n_actions]
         for _ in range(self.args.mini_epochs):
-            values = self._values(batch)[:, :-1]  # [bs, T-1, n_agents]
+            values = self._values(inputs)[:, :-1]  # [bs, T-1, n_agents]
             critic_loss = clipped_value_loss(values, old_values[:, :-1], targets, self.args.eps_clip, mask)
             pi = self._policies(batch)[:, :-1].masked_fill(avail_actions == 0, UNAVAILABLE_PROBABILITY)
             actor_loss = clipped_surrogate_loss(th.log(taken(pi, actions)), old_log_pi, advantages,
@@ -120,14 +121,14 @@ class PPOLearner(PolicyLearner):
             targets = self.value_norm.normalize(targets)
         return normalise_advantages(advantages, data.mask), targets
 
-    def _values(self, batch: EpisodeBatch) -> th.Tensor:
-        """The critic's values at every stored step from fresh memory: [bs, T, n_agents]."""
+    def _values(self, inputs: th.Tensor) -> th.Tensor:
+        """The critic's values at every stored step from fresh memory, of the controller's inputs
+        [bs, T, n_agents, input]: [bs, T, n_agents]."""
         self.critic.train()
-        inputs = self.mac.build_sequence_inputs(batch)  # [bs, T, n_agents, input]
         if not self.stepwise:
             return self.critic.forward_sequence(inputs).squeeze(-1)
         hidden, values = None, []
-        for t in range(batch.max_seq_length):
+        for t in range(inputs.shape[1]):
             value, hidden = self.critic(inputs[:, t], hidden)  # [bs, n_agents, 1], [bs, n_agents, hidden]
             values.append(value)
         return th.stack(values, dim=1).squeeze(-1)  # [bs, T, n_agents]
