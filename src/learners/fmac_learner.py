@@ -23,7 +23,6 @@ import copy
 from types import SimpleNamespace
 
 import torch as th
-import torch.nn.functional as F
 from torch.optim import Adam, RMSprop
 
 from components.episode_buffer import EpisodeBatch
@@ -32,7 +31,7 @@ from modules.mixers import REGISTRY as mixer_REGISTRY
 from utils.rl_utils import build_td_lambda_targets
 
 from .policy_learner import PolicyLearner, adaptive_entropy_loss, entropy, masked_mean
-from .q_learner import Transitions, batch_transitions
+from .q_learner import Transitions, batch_transitions, one_hot
 
 # PyMARL2's fmac_learner builds its modules/mixers/qmix.py (marlkit's qmix_original) for "qmix".
 MIXERS = {"qmix": "qmix_original", "vdn": "vdn"}
@@ -95,7 +94,7 @@ class FMACLearner(PolicyLearner):
                 self.logger.log_stat(key, float(value), t_env)
 
     def _train_critic(self, batch: EpisodeBatch, data: Transitions, td_lambda: float, t_env: int) -> dict:
-        actions = F.one_hot(batch["actions"][..., 0].long(), self.n_actions).float()  # [bs, T, n_agents, n_actions]
+        actions = one_hot(batch["actions"], self.n_actions)  # [bs, T, n_agents, n_actions]
         states = batch["state"]  # [bs, T, state]
         with th.no_grad():
             target_q = self.target_mixer(self.target_critic(batch, actions)[..., 0], states)  # [bs, T, 1]

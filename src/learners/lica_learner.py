@@ -26,7 +26,6 @@ critic is LICA's, its hypernetworks have two layers).
 from types import SimpleNamespace
 
 import torch as th
-import torch.nn.functional as F
 
 from components.episode_buffer import EpisodeBatch
 from modules.critics import LICACritic
@@ -34,7 +33,7 @@ from utils.rl_utils import build_td_lambda_targets
 
 from .coma_learner import renormalise_available
 from .policy_learner import PolicyLearner, adaptive_entropy_loss, entropy, masked_mean
-from .q_learner import Transitions, batch_transitions
+from .q_learner import Transitions, batch_transitions, one_hot
 
 
 class LICALearner(PolicyLearner):
@@ -67,7 +66,7 @@ class LICALearner(PolicyLearner):
 
     def _train_critic(self, batch: EpisodeBatch, data: Transitions, t_env: int) -> dict:
         """One critic step on the actions taken; its stats."""
-        actions = F.one_hot(batch["actions"][..., 0].long(), self.n_actions).float()  # [bs, T, n_agents, n_actions]
+        actions = one_hot(batch["actions"], self.n_actions)  # [bs, T, n_agents, n_actions]
         states = batch["state"]  # [bs, T, state]
         with th.no_grad():
             target_q = self.target_critic(actions, states)  # [bs, T, 1]
