@@ -626,15 +626,13 @@ class BuiltinEngine:
             if routed.size:
                 self._route_headings(routed, dest[routed], heading)
         self._steer(going, heading, length, rank, dist)
-        new = z + heading * length
-        ok = self._walkable(new)
-        blocked = going & ~ok
+        step = heading * length
+        new = z + step
+        blocked = going & ~self._walkable(new)
         if blocked.any():  # slide along the wall: keep the walkable axis of the step, else stay
-            along_x = z + (heading * length).real
-            along_y = z + 1j * (heading * length).imag
-            ok_x = blocked & self._walkable(along_x)
-            ok_y = blocked & ~ok_x & self._walkable(along_y)
-            new = np.where(ok_x, along_x, np.where(ok_y, along_y, np.where(blocked, z, new)))
+            rows = _indices(blocked)
+            new[rows] = z[rows]
+            self._slide(new, rows, step[rows], self._grid_of[rows])
         self._last_step = np.where(going, np.abs(new - z), 0.0)
         np.copyto(z, new, where=going)
         arrive = np.where(movers & has_t & (remaining <= self._tick_speed) & ~blocked,
@@ -1080,7 +1078,7 @@ class BuiltinEngine:
         return units, position[idx]
 
     def _slide(self, z: np.ndarray, rows: np.ndarray, step: np.ndarray, grid: np.ndarray) -> np.ndarray:
-        """Pushes of z[rows] by step that the terrain blocks slide along the wall: keep the
+        """Steps of z[rows] (moves, pushes) that the terrain blocks slide along the wall: keep the
         walkable axis of the step, else stay (z changed in place) -> bool [rows]: moved."""
         at = z[rows]
         along_x = at + step.real
