@@ -346,13 +346,13 @@ def main(argv: list) -> int:
         config = build_config(params)
         params = checked_params(params, config)
         updates = command_line_updates(params)
-        check_writable(observer_dir(config, updates))
+        file_obs_path = observer_dir(config, updates)
+        check_writable(file_obs_path)
     except UsageError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         return USAGE_EXIT_CODE
     COMMAND_LINE_KEYS.update(flatten(updates))
     ex.add_config(config)
-    file_obs_path = observer_dir(config, updates)
     logger.info(f"Saving to FileStorageObserver in {file_obs_path}.")
     ex.observers.append(FileStorageObserver(file_obs_path))
     try:

@@ -279,11 +279,12 @@ class Sweep:
         old_settings = {key: old.get(key) for key in ("main_args", "grid")}
         old_settings["fixed_overrides"] = {key: value for key, value in (old.get("fixed_overrides") or {}).items()
                                            if key != "local_results_path"}
-        differ = [key for key, value in self.settings().items() if old_settings[key] != value]
+        settings = self.settings()
+        differ = [key for key, value in settings.items() if old_settings[key] != value]
         if differ:
             key = differ[0]
             raise UsageError(f"sweep '{self.name}' already exists ({self.manifest_path}) with other {key} "
-                             f"({old_settings[key]} there, {self.settings()[key]} here); give --name NEW to start "
+                             f"({old_settings[key]} there, {settings[key]} here); give --name NEW to start "
                              f"another sweep, or repeat its own command to continue it")
         return old.get("history", [])
 
