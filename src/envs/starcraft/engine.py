@@ -682,9 +682,9 @@ class BuiltinEngine:
         rows = close[ok]
         goal = slots[ok, 1 + best[ok]]
         to = goal - z[rows]
-        dist = np.abs(to)
-        heading[rows] = to / np.maximum(dist, _EPS)
-        length[rows] = np.minimum(self._tick_speed[rows], dist)
+        far = np.abs(to)  # (not `dist`: that is the [n, n] argument)
+        heading[rows] = to / np.maximum(far, _EPS)
+        length[rows] = np.minimum(self._tick_speed[rows], far)
 
     def _walkable_many(self, units: np.ndarray, pts: np.ndarray) -> np.ndarray:
         """Whether each unit could stand at each of its points -> bool like pts [u, k]."""
