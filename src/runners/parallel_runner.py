@@ -23,11 +23,9 @@ raises an exception is a bug, not a fault: its traceback is raised in the parent
 Workers that one cause took down together (the server killed) are restarted as one failure.
 """
 import contextlib
-import ctypes
 import multiprocessing as mp
 import os
 import signal
-import sys
 import time
 import traceback
 from typing import Any, Callable, Iterator
@@ -40,6 +38,7 @@ from components.episode_buffer import EpisodeBatch
 from envs.starcraft.backend import select_backend
 from runners.runner_base import (BatchRunner, InProcessEnvs, env_factory, env_kwargs, env_seed, env_seeds, reset_env,
                                  step_env)
+from utils.death_signal import die_with_parent
 from utils.stop import StoppedWaiting, stop_requested
 
 _START_METHOD = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
@@ -53,7 +52,6 @@ DEFAULT_MAX_FAILURES = 3
 _START_TIMEOUT_S = 60.0
 # After a stop signal, a worker that has not answered yet gets this long before the wait is given up.
 STOP_GRACE_S = 5.0
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _SRC_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -106,12 +104,6 @@ _COMMANDS = {
 }
 
 
-def _die_with_parent() -> None:
-    """On Linux, ask the kernel to kill this worker when its parent dies, even while the env hangs."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))  # libc's prctl, already loaded
-
-
 def _release_forkserver() -> None:
     """Close this worker's copy of the forkserver's liveness pipe, which multiprocessing hands every
     process it forks. The forkserver exits once the main process is gone and no one else holds the
@@ -139,7 +131,7 @@ def env_worker(conn, env_fn: Callable, env_args: dict) -> None:
         # nothing, not SIG_IGN, which a process the env starts (a game) would inherit.
         signal.signal(sig, _ignore)
     parent = os.getppid()
-    _die_with_parent()
+    die_with_parent()  # killed with its parent, even while the env hangs
     if _START_METHOD == "forkserver":
         _release_forkserver()
     th.set_num_threads(1)

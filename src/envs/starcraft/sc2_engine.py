@@ -14,13 +14,10 @@ before replacing a crashed game.
 """
 import atexit
 import contextlib
-import ctypes
 import functools
 import logging
 import os
-import signal
 import subprocess
-import sys
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -41,6 +38,7 @@ from s2clientprotocol import sc2api_pb2 as sc_pb
 from envs.starcraft.backend import GameRestarted
 from envs.starcraft.engine import ORDER_ATTACK, ORDER_HEAL, ORDER_KEEP, ORDER_MOVE, ORDER_STOP, Units
 from envs.starcraft.maps import MAP_REGISTRY, get_map_params
+from utils import death_signal
 
 logger = logging.getLogger(__name__)
 
@@ -92,21 +90,6 @@ class GameProcess:
     close: Callable[[], None]  # ends the game process
 
 
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
-_PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
-
-
-def _death_signal_setup(starter_pid: int) -> Callable[[], None]:
-    """preexec_fn for a game started by process `starter_pid`: SIGKILL it when its starter dies."""
-
-    def set_death_signal() -> None:  # runs in the child between fork and exec: two system calls only
-        _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
-        if os.getppid() != starter_pid:  # the starter died before the death signal was armed
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return set_death_signal
-
-
 def start_game_process(args: list[str], **popen_kwargs: Any) -> subprocess.Popen:
     """Start a game process (StarCraft II, or a stand-in in tests) that only its engine ends.
 
@@ -119,8 +102,8 @@ def start_game_process(args: list[str], **popen_kwargs: Any) -> subprocess.Popen
     another thread is ended by close() or at exit only. popen_kwargs go to subprocess.Popen.
     """
     popen_kwargs["start_new_session"] = True
-    if _PRCTL is not None and threading.current_thread() is threading.main_thread():
-        popen_kwargs["preexec_fn"] = _death_signal_setup(os.getpid())
+    if death_signal.AVAILABLE and threading.current_thread() is threading.main_thread():
+        popen_kwargs["preexec_fn"] = functools.partial(death_signal.die_with_parent, os.getpid())
     return subprocess.Popen(args, **popen_kwargs)
 
 
