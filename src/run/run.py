@@ -74,13 +74,23 @@ class ResumePoint(SimpleNamespace):
     """The checkpoint a run resumes from: folder, step (its t_env) and state (training_state.pt)."""
 
 
+def checkpoint_token(checkpoint_path: str) -> str:
+    """The unique_token of the run whose models folder is checkpoint_path (the folder's name)."""
+    return os.path.basename(os.path.normpath(checkpoint_path))
+
+
+def is_new_branch(args: SimpleNamespace) -> bool:
+    """Whether a resumed run saves under a token of its own (load_step picked an older checkpoint)."""
+    return checkpoint_token(args.checkpoint_path) != args.unique_token
+
+
 def select_resume_checkpoint(args: SimpleNamespace, _log) -> ResumePoint:
     """The complete checkpoint under args.checkpoint_path to resume from (see checkpoint.select)."""
     folder, step, state = checkpoint.select(args.checkpoint_path, args.load_step, need_state=True, log=_log)
     _log.info(f"Resuming from {folder} (t_env {step}, episode {state['episode']})")
     for stale in checkpoint.remove_stale_temporaries(args.checkpoint_path):
         _log.warning(f"removed {stale}, a checkpoint that a process which died while saving left unfinished")
-    if os.path.basename(os.path.normpath(args.checkpoint_path)) != args.unique_token:
+    if is_new_branch(args):
         _log.warning(f"load_step={args.load_step} picks a checkpoint older than the newest in {args.checkpoint_path}: "
                      f"the resumed run is a new branch, saved under models/{args.unique_token}")
     saved = state.get("train_precision")
@@ -103,7 +113,7 @@ def unique_token(config: dict) -> str:
     picks an older checkpoint than the newest: it then starts a new branch with a token of its own,
     so that two timelines never share one folder."""
     if config.get("resume") and not checkpoint.is_older_step(config["checkpoint_path"], config["load_step"]):
-        return os.path.basename(os.path.normpath(config["checkpoint_path"]))
+        return checkpoint_token(config["checkpoint_path"])
     label = config["name"]
     if config["env"] == "sc2":
         label += f"_{config['env_args']['backend']}"
@@ -481,8 +491,7 @@ class TrainingLoop:
         self.episode = state["episode"]
         self.last_test_t, self.last_log_t = state["last_test_t"], state["last_log_t"]
         self.model_save_t = state["model_save_t"]
-        branch = os.path.basename(os.path.normpath(self.args.checkpoint_path)) != self.args.unique_token
-        self.logger.restore_sacred_info(state["sacred_info"], to_tensorboard=branch)
+        self.logger.restore_sacred_info(state["sacred_info"], to_tensorboard=is_new_branch(self.args))
         if checkpoint.BUFFER_FILE not in state["files"]:
             self.logger.console_logger.warning("the checkpoint has no replay buffer (save_buffer was off): "
                                                "learning restarts once batch_size new episodes are stored")
