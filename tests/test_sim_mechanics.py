@@ -118,6 +118,56 @@ def test_a_friend_standing_to_attack_is_walked_round_not_pushed(monkeypatch):
     assert abs(engine._z[1] - 15.0 - 16.0j) < 0.05
 
 
+def _walk(engine, goal, steps):
+    """Order ally 0 to walk to goal for up to `steps` env steps -> (steps taken, its y after
+    each step); overlaps are checked after every step."""
+    ys = []
+    for step in range(steps):
+        engine.step(*_orders(engine, [ORDER_MOVE], points=[goal]))
+        ys.append(engine._z[0].imag)
+        assert _max_overlap(engine) <= COLLISION_TOL
+        if abs(engine._z[0] - complex(*goal)) < 0.05:
+            return step + 1, ys
+    raise AssertionError(f"did not reach {goal} in {steps} steps")
+
+
+def test_a_mover_walks_round_a_group_it_cannot_pass_on_the_shorter_side(monkeypatch):
+    # Six idle enemy zealots in a column (y 13 .. 18.25, gaps of 0.05: no zealot passes between).
+    # The straight way to (22, 13.3) meets the lowest one just above its centre; the short way
+    # round is below the column (its end at y 12.5), the long way above it (18.75).
+    wall = [(ids.ZEALOT, (16.0, 13.0 + 1.05 * k)) for k in range(6)]
+    engine = _custom_engine(monkeypatch, [(ids.ZEALOT_RL, (10.0, 13.3))], wall)
+    engine._mode[1:] = engine_module._IDLE
+    steps, ys = _walk(engine, (22.0, 13.3), 30)
+    assert max(ys) < 14.0 and min(ys) < 12.5
+    assert steps <= 13  # 12 straight + the detour round one end: 1.125 a step
+
+
+def test_a_mover_does_not_turn_for_a_unit_its_step_stops_short_of(monkeypatch):
+    # A zealot walks east to (14, 16); a standing enemy zealot at (14.6, 16.85) would touch it
+    # only beyond that point (centre distance at the goal 1.04 > radius sum 1.0): it walks straight.
+    engine = _custom_engine(monkeypatch, [(ids.ZEALOT_RL, (10.0, 16.0))], [(ids.ZEALOT, (14.6, 16.85))])
+    engine._mode[1] = engine_module._IDLE
+    _, ys = _walk(engine, (14.0, 16.0), 10)
+    assert ys == [16.0] * len(ys)
+
+
+def test_collision_shares_follow_the_pushing_rules_or_mass_and_immobile_units_take_none(monkeypatch):
+    engine = _custom_engine(monkeypatch, [(ids.MARINE_RL, (10.0, 16.0)), (ids.MARINE_RL, (11.0, 16.0)),
+                                          (ids.MARAUDER_RL, (12.0, 16.0))], [(ids.MARINE, (30.0, 30.0))])
+    a, b = np.array([0, 1]), np.array([1, 2])  # pairs: (moving marine, idle marine), (idle marine, Marauder)
+    moving, idle, fixed = engine_module._R_MOVING, engine_module._R_IDLE, engine_module._R_FIXED
+    by_mass = 0.5625 ** 2 / (0.375 ** 2 + 0.5625 ** 2)  # the marine's share against the Marauder
+    rules = engine._shares(a, b, np.array([moving, idle, idle, idle]), by_mass=False)
+    jammed = engine._shares(a, b, np.array([moving, idle, idle, idle]), by_mass=True)
+    assert rules[:, 0].tolist() == [0.0, 1.0]   # the idle friend gives way to the mover
+    assert jammed[:, 0].tolist() == [0.5, 0.5]  # once jammed, everyone shares by mass
+    assert np.allclose(rules[:, 1], [by_mass, 1 - by_mass]) and np.allclose(jammed[:, 1], rules[:, 1])
+    for jam in (False, True):  # a unit stuck against a wall (or a structure) takes no share
+        stuck = engine._shares(a, b, np.array([moving, idle, fixed, idle]), by_mass=jam)
+        assert stuck[:, 1].tolist() == [1.0, 0.0]
+
+
 def test_small_units_walk_beneath_a_colossus_but_colossi_collide(monkeypatch):
     # Colossus_RL: Collide Colossus/Structure/Flying, not Ground (the map's UnitData.xml).
     engine = _custom_engine(monkeypatch, [(ids.COLOSSUS_RL, (16.0, 16.0)), (ids.COLOSSUS_RL, (12.0, 21.0)),

@@ -14,9 +14,10 @@ Mechanisms (each from the game's data or its documented rules, none fitted to wi
   themselves; a Colossus walks over small units) never overlap by more than COLLISION_TOL
   after a tick. Who gives way follows SC2's pushing rules: a moving unit pushes idle friendly
   units aside, but never enemies, nor friends that stand attacking. Movers avoid what they
-  cannot push (_steer: walk round it along a tangent, keeping to one side; stop at the first
-  contact, the movers' steps settled together), melee units closing on a crowded target take a
-  free place round it (_surround), and a constraint solver (_separate) resolves what is left;
+  cannot push (_steer: walk round the group it stands in, along the tangent on the side of
+  the shorter way to the goal; stop at the first contact, the movers' steps settled
+  together), melee units closing on a crowded target take a free place round it
+  (_surround), and a constraint solver (_separate) resolves what is left;
 - terrain: straight lines where nothing is in the way, else the shortest path on the cell grid
   (a breadth-first flow field); a diagonal staircase of blocked cells is a 45-degree cliff cut
   through those cells (_cell_parts), which keeps corridor's 2x2 choke passable;
@@ -33,7 +34,8 @@ Simplifications against SC2:
 - no damage point / projectile travel: damage lands on the firing loop;
 - a unit's decision (acquire, move, stop) is taken once per tick (8 loops with step_mul 8),
   and collisions are resolved at the end of each tick;
-- local avoidance is a simple tangent-following rule, not SC2's pathing around unit groups;
+- local avoidance is a tangent rule round groups of units seen from the mover, not SC2's
+  pathfinding (which plans round groups further ahead);
 - the Colossus walks on the pathing grid dilated by one cell (it steps over 2-cell cliffs);
 - enemy Medivacs heal the nearest damaged biological ally in sight, else follow their army.
 """
@@ -377,6 +379,7 @@ class BuiltinEngine:
         self._reach = self._range[:, None] + self._radius[:, None] + self._radius[None, :]
         # Collision distance: only between units of one collision layer, never a unit with itself.
         layer = np.array([s.collide for s in stats])
+        self._layer = layer
         rsum = self._radius[:, None] + self._radius[None, :]
         collides = (layer[:, None] == layer[None, :]) & (layer[:, None] != us.COLLIDE_NONE)
         rsum[~collides] = -np.inf
@@ -625,7 +628,8 @@ class BuiltinEngine:
             routed = g[self._line_blocked(g, dest[g])]
             if routed.size:
                 self._route_headings(routed, dest[routed], heading)
-        self._steer(going, heading, length, rank, dist)
+        goal = z + heading * np.maximum(d, length)
+        self._steer(going, heading, length, rank, dist, goal)
         step = heading * length
         new = z + step
         blocked = going & ~self._walkable(new)
@@ -720,22 +724,25 @@ class BuiltinEngine:
             heading[units[sel[ok]]] = towards[ok] / d[ok]
 
     def _steer(self, movers: np.ndarray, heading: np.ndarray, length: np.ndarray,
-               rank: np.ndarray, dist: np.ndarray) -> None:
+               rank: np.ndarray, dist: np.ndarray, goal: np.ndarray) -> None:
         """Local avoidance: the movers' headings and step lengths for this tick.
 
         A mover whose step would run into a unit it cannot push (an enemy, or a friend standing
         to attack), or into a mover coming the other way or one much slower than itself, walks
-        round it: along the tangent from the mover to that unit's contact circle, on one side,
-        which it keeps (round the next unit too) until its way is clear again, so that a group
-        is walked round rather than bumped into from alternating sides. No mover then walks
-        into such a unit, nor into the place another mover is about to take: touching and
+        round the group that unit is part of (_round_groups: with the units near it that stand
+        in the mover's way, too close together to pass between), along the tangent to the
+        group on the side of the shorter way to its goal. Where the group closes round the
+        mover on both sides, it walks along the tangent to that unit's contact circle, on one
+        side, which it keeps (round the next unit too) until its way is clear again. No mover
+        then walks into such a unit, nor into the place another mover is about to take: touching and
         closing, it slides along the contact; otherwise its step ends at the first contact
         during the tick, both moving at their planned velocities (the movers' steps are settled
         together in _STEER_ROUNDS rounds; steps only ever shorten). Idle friends are not in
         the way: they are pushed aside (SC2 pushing rules, see _separate).
 
         heading: unit vectors [n], length: step lengths [n]; both changed in place.
-        dist: centre distances at the start of the tick [n, n]."""
+        dist: centre distances at the start of the tick [n, n]. goal: the point each mover is
+        making for [n] (its destination, or the place or path point it heads to)."""
         m = _indices(movers)
         if m.size == 0:
             return
@@ -760,13 +767,18 @@ class BuiltinEngine:
         avoid = (solid | facing) & (j != self._target[i])          # a chaser does not avoid its target
         local = rel * np.conj(heading[i])                           # mover frame, heading +x
         along, across = local.real, local.imag
-        ahead = avoid & (along > 0.0) & (along < length[i] + rs) & (np.abs(across) < rs)
+        # In the way: the mover's disk sweeping its step reaches that unit's (contact circle
+        # round the step's segment, its end cap included).
+        past = np.maximum(along - length[i], 0.0)
+        ahead = avoid & (along > 0.0) & (past * past + across * across < rs * rs)
         first = rows.min(np.where(ahead, along, np.inf), np.inf)
         turn = np.isfinite(first)
         self._side[m[~turn]] = 0.0
         if turn.any():
             pick = rows.first(ahead & (along == first[mi]))
             mt = m[mi[pick]]
+            rounded = self._round_groups(mt, j[pick], heading, goal, rank, dist)
+            pick, mt = pick[~rounded], mt[~rounded]
             c = across[pick]
             side = self._side[mt]
             fresh = side == 0.0
@@ -817,6 +829,78 @@ class BuiltinEngine:
                     changed = True
             if not changed:
                 return
+
+    def _round_groups(self, movers: np.ndarray, first: np.ndarray, heading: np.ndarray,
+                      goal: np.ndarray, rank: np.ndarray, dist: np.ndarray) -> np.ndarray:
+        """Headings (in place) of movers blocked by a unit (`first`, the first in their way):
+        round the group that unit stands in, as SC2's movers walk round units that do not give
+        way rather than into the gaps between them.
+
+        The group: that unit and the units that stand in the mover's way the same way (its
+        enemies, and its friends standing to attack or immobile), of its collision layer, joined
+        where the gap between two of them is too narrow for the mover (under its diameter);
+        the mover itself and its own target left out. The mover heads along the tangent to the
+        group on the side of the shorter way to its goal (to the tangent point, then straight
+        on; on a tie the side it turned to last), measured from its heading. A side on which
+        the group reaches round behind the mover is closed. -> bool [movers]: headed round a
+        group (groups closed on both sides are left to the caller)."""
+        done = np.zeros(movers.size, dtype=bool)
+        alive = self.units.alive
+        stands = alive & (rank >= _R_ANCHORED)
+        edge = dist - self._radius[:, None] - self._radius[None, :]  # [n, n] gaps between edges
+        # Groups are told apart per side, collision layer and radius of the movers (a few).
+        key = (self._is_enemy[movers] * 8 + self._layer[movers]) * 1000 + np.rint(self._radius[movers] * 64)
+        for k in np.unique(key):
+            sel = _indices(key == k)
+            ms, firsts = movers[sel], first[sel]
+            rep = ms[0]
+            blocks = (stands | (alive & (self._is_enemy != self._is_enemy[rep]))) \
+                & np.isfinite(self._rsum_live[rep])
+            blocks[firsts] = True
+            cols = _indices(blocks)                                 # [c] units groups are made of
+            pos = np.full(self.n, -1)
+            pos[cols] = np.arange(cols.size)
+            joined = edge[np.ix_(cols, cols)] < 2.0 * (self._radius[rep] + COLLISION_TOL)
+            reach = joined.astype(np.float32)                       # [c, c] 1: joined by a chain
+            for _ in range(int(np.ceil(np.log2(max(cols.size, 2)))) + 1):
+                grown = np.minimum(reach @ reach, 1.0)
+                if np.array_equal(grown, reach):
+                    break
+                reach = grown
+            members = reach[pos[firsts]] > 0                        # [movers, c]
+            rows = np.arange(ms.size)
+            for left_out in (ms, self._target[ms]):                 # itself, its target
+                inside = (left_out >= 0) & (pos[left_out] >= 0)
+                members[rows[inside], pos[left_out[inside]]] = False
+            done[sel] = self._turn_round(ms, cols, members, heading, goal)
+        return done
+
+    def _turn_round(self, ms: np.ndarray, cols: np.ndarray, members: np.ndarray,
+                    heading: np.ndarray, goal: np.ndarray) -> np.ndarray:
+        """_round_groups for one kind of mover: members [movers, c] the group of each among units
+        `cols` -> bool [movers]: headed round its group (heading changed in place)."""
+        z = self._z
+        rel = (z[None, cols] - z[ms, None]) * np.conj(heading[ms])[:, None]  # [movers, c] mover frame
+        d = np.abs(rel)
+        contact = self._radius[ms, None] + self._radius[None, cols] + COLLISION_TOL
+        half = np.arcsin(np.minimum(contact / np.maximum(d, _EPS), 1.0))
+        bearing = np.angle(rel)
+        sides = (np.where(members, bearing + half, -np.inf), np.where(members, bearing - half, np.inf))
+        rows = np.arange(ms.size)
+        cost = np.full((2, ms.size), np.inf)
+        turn = np.zeros((2, ms.size))
+        for s, extreme in enumerate((sides[0].argmax(axis=1), sides[1].argmin(axis=1))):
+            angle = sides[s][rows, extreme]
+            tangent = np.sqrt(np.maximum(d[rows, extreme] ** 2 - contact[rows, extreme] ** 2, 0.0))
+            point = z[ms] + tangent * heading[ms] * np.exp(1j * angle)
+            cost[s] = np.where(np.abs(angle) < np.pi, tangent + np.abs(goal[ms] - point), np.inf)
+            turn[s] = angle
+        use_left = (cost[0] < cost[1]) | ((cost[0] == cost[1]) & (self._side[ms] >= 0))
+        ok = np.isfinite(np.where(use_left, cost[0], cost[1]))
+        turned = ms[ok]
+        self._side[turned] = np.where(use_left[ok], 1.0, -1.0)
+        heading[turned] = heading[turned] * np.exp(1j * np.where(use_left, turn[0], turn[1])[ok])
+        return ok
 
     def _walkable(self, p: np.ndarray) -> np.ndarray:
         """Whether each unit could stand at p (its own grid; air anywhere on the map) -> bool [n]."""
@@ -1037,8 +1121,7 @@ class BuiltinEngine:
                 # The pushing rules, or by mass once jammed (a unit squeezed where it cannot give
                 # way enough: everyone yields).
                 by_mass = jammed or sweep == COLLISION_RULE_ITERS
-                shares = self._shares(a, b, np.where(rank == _R_FIXED, _R_FIXED, _R_IDLE)
-                                      if by_mass else rank, by_mass)
+                shares = self._shares(a, b, rank, by_mass)
                 gives = shares > 0.0
             both = z[local]                                         # both ends of every pair
             d = both[:a.size] - both[a.size:] + tie
@@ -1063,7 +1146,7 @@ class BuiltinEngine:
             if stuck.size:
                 fixed[stuck] = True
                 rank[units[stuck]] = _R_FIXED
-                shares = self._shares(a, b, rank)
+                shares = self._shares(a, b, rank, by_mass)
                 gives = shares > 0.0
         self._z[units] = z
 
@@ -1088,17 +1171,18 @@ class BuiltinEngine:
         z[rows] = np.where(ok_x, along_x, np.where(ok_y, along_y, at))
         return ok_x | ok_y
 
-    def _shares(self, a: np.ndarray, b: np.ndarray, rank: np.ndarray, by_mass_only: bool = False) -> np.ndarray:
+    def _shares(self, a: np.ndarray, b: np.ndarray, rank: np.ndarray, by_mass: bool) -> np.ndarray:
         """Fraction of each pair's correction taken by a and by b (pushing rules, see _separate)
         -> float [2, pairs].
 
         The rules proper act in the movement (_steer: movers never walk into units they cannot
         push); here they only decide the one case the movement leaves to the solver, a mover
-        pushing an idle friend, who gives way. Everything else shares by mass; a unit that
-        cannot move (a structure, or one pinned against a wall) takes no share."""
+        pushing an idle friend, who gives way (not `by_mass`: once jammed, everyone shares).
+        Everything else shares by mass; a unit that cannot move (a structure, or one pinned
+        against a wall) takes no share, jammed or not."""
         ma, mb = self._mass[a], self._mass[b]
         share_a = mb / (ma + mb)
-        if not by_mass_only:
+        if not by_mass:
             same = self._is_enemy[a] == self._is_enemy[b]
             share_a = np.where(same & (rank[a] == _R_IDLE) & (rank[b] == _R_MOVING), 1.0,
                                np.where(same & (rank[b] == _R_IDLE) & (rank[a] == _R_MOVING), 0.0, share_a))
