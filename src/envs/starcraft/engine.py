@@ -862,11 +862,8 @@ class BuiltinEngine:
             pos[cols] = np.arange(cols.size)
             joined = edge[np.ix_(cols, cols)] < 2.0 * (self._radius[rep] + COLLISION_TOL)
             reach = joined.astype(np.float32)                       # [c, c] 1: joined by a chain
-            for _ in range(int(np.ceil(np.log2(max(cols.size, 2)))) + 1):
-                grown = np.minimum(reach @ reach, 1.0)
-                if np.array_equal(grown, reach):
-                    break
-                reach = grown
+            for _ in range(int(np.ceil(np.log2(max(cols.size, 2))))):  # chains of up to c units
+                reach = np.minimum(reach @ reach, 1.0)
             members = reach[pos[firsts]] > 0                        # [movers, c]
             rows = np.arange(ms.size)
             for left_out in (ms, self._target[ms]):                 # itself, its target
