@@ -850,7 +850,7 @@ class BuiltinEngine:
         edge = dist - self._radius[:, None] - self._radius[None, :]  # [n, n] gaps between edges
         # Groups are told apart per side, collision layer and radius of the movers (a few).
         key = (self._is_enemy[movers] * 8 + self._layer[movers]) * 1000 + np.rint(self._radius[movers] * 64)
-        for k in np.unique(key):
+        for k in set(key.tolist()):  # (order-free: each kind writes its own movers' rows)
             sel = _indices(key == k)
             ms, firsts = movers[sel], first[sel]
             rep = ms[0]
@@ -860,7 +860,7 @@ class BuiltinEngine:
             cols = _indices(blocks)                                 # [c] units groups are made of
             pos = np.full(self.n, -1)
             pos[cols] = np.arange(cols.size)
-            joined = edge[np.ix_(cols, cols)] < 2.0 * (self._radius[rep] + COLLISION_TOL)
+            joined = edge[cols][:, cols] < 2.0 * (self._radius[rep] + COLLISION_TOL)
             reach = joined.astype(np.float32)                       # [c, c] 1: joined by a chain
             for _ in range(int(np.ceil(np.log2(max(cols.size, 2))))):  # chains of up to c units
                 reach = np.minimum(reach @ reach, 1.0)
@@ -882,16 +882,15 @@ class BuiltinEngine:
         contact = self._radius[ms, None] + self._radius[None, cols] + COLLISION_TOL
         half = np.arcsin(np.minimum(contact / np.maximum(d, _EPS), 1.0))
         bearing = np.angle(rel)
-        sides = (np.where(members, bearing + half, -np.inf), np.where(members, bearing - half, np.inf))
+        left = np.where(members, bearing + half, -np.inf)
+        right = np.where(members, bearing - half, np.inf)
         rows = np.arange(ms.size)
-        cost = np.full((2, ms.size), np.inf)
-        turn = np.zeros((2, ms.size))
-        for s, extreme in enumerate((sides[0].argmax(axis=1), sides[1].argmin(axis=1))):
-            angle = sides[s][rows, extreme]
-            tangent = np.sqrt(np.maximum(d[rows, extreme] ** 2 - contact[rows, extreme] ** 2, 0.0))
-            point = z[ms] + tangent * heading[ms] * np.exp(1j * angle)
-            cost[s] = np.where(np.abs(angle) < np.pi, tangent + np.abs(goal[ms] - point), np.inf)
-            turn[s] = angle
+        extreme = np.stack((left.argmax(axis=1), right.argmin(axis=1)))   # [2 (left, right), movers]
+        turn = np.stack((left[rows, extreme[0]], right[rows, extreme[1]]))  # [2, movers] angles
+        far, touch = d[rows, extreme], contact[rows, extreme]
+        tangent = np.sqrt(np.maximum(far * far - touch * touch, 0.0))
+        point = z[ms] + tangent * heading[ms] * np.exp(1j * turn)          # [2, movers] tangent points
+        cost = np.where(np.abs(turn) < np.pi, tangent + np.abs(goal[ms] - point), np.inf)
         use_left = (cost[0] < cost[1]) | ((cost[0] == cost[1]) & (self._side[ms] >= 0))
         ok = np.isfinite(np.where(use_left, cost[0], cost[1]))
         turned = ms[ok]
