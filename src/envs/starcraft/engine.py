@@ -847,7 +847,6 @@ class BuiltinEngine:
         done = np.zeros(movers.size, dtype=bool)
         alive = self.units.alive
         stands = alive & (rank >= _R_ANCHORED)
-        edge = dist - self._radius[:, None] - self._radius[None, :]  # [n, n] gaps between edges
         # Groups are told apart per side, collision layer and radius of the movers (a few).
         key = (self._is_enemy[movers] * 8 + self._layer[movers]) * 1000 + np.rint(self._radius[movers] * 64)
         for k in set(key.tolist()):  # (order-free: each kind writes its own movers' rows)
@@ -860,7 +859,9 @@ class BuiltinEngine:
             cols = _indices(blocks)                                 # [c] units groups are made of
             pos = np.full(self.n, -1)
             pos[cols] = np.arange(cols.size)
-            joined = edge[cols][:, cols] < 2.0 * (self._radius[rep] + COLLISION_TOL)
+            r = self._radius[cols]
+            edge = dist[cols][:, cols] - r[:, None] - r[None, :]     # [c, c] gaps between edges
+            joined = edge < 2.0 * (self._radius[rep] + COLLISION_TOL)
             reach = joined.astype(np.float32)                       # [c, c] 1: joined by a chain
             for _ in range(int(np.ceil(np.log2(max(cols.size, 2))))):  # chains of up to c units
                 reach = np.minimum(reach @ reach, 1.0)
