@@ -152,6 +152,38 @@ def test_a_mover_does_not_turn_for_a_unit_its_step_stops_short_of(monkeypatch):
     assert ys == [16.0] * len(ys)
 
 
+def test_friends_moving_the_same_way_push_one_another(monkeypatch):
+    # A Zergling (2.95 per game-s) right behind a Marine (2.25), both walking east: the Zergling
+    # pushes the Marine on (equal masses share the push), as SC2's moving units push friends;
+    # before, it stopped at the contact and followed at the Marine's pace.
+    engine = _custom_engine(monkeypatch, [(ids.MARINE_RL, (10.0, 16.0)), (ids.ZERGLING_RL, (9.24, 16.0))],
+                            [(ids.MARINE, (30.0, 30.0))])
+    for _ in range(4):  # 2 game seconds: the Marine alone walks 4.5
+        engine.step(*_orders(engine, [ORDER_MOVE, ORDER_MOVE], points=[(28.0, 16.0), (28.0, 16.0)]))
+        assert _max_overlap(engine) <= COLLISION_TOL
+    marine, zergling = engine._z[0].real - 10.0, engine._z[1].real - 9.24
+    assert 4.5 + 0.3 < marine and zergling < 5.9 - 0.3  # between their own paces
+
+
+def test_a_chaser_goes_to_the_nearest_reachable_place_when_its_target_stands_over_a_cliff(monkeypatch):
+    # A Colossus stands over a 2-cell cliff (y 15..17) that Zerglings cannot cross; an enemy
+    # Zergling below it, 4.1 away, acquires it. SC2's pathing takes a unit to the reachable place
+    # nearest to an unreachable goal: the Zergling walks up to the cliff's foot, in reach of the
+    # Colossus (its radius 1 + 0.375 + range 0.1), in 3 steps (1.48 a step), and strikes.
+    # Before, its route ended nowhere: it zigzagged between cell centres, not in reach after 12.
+    grid = np.ones((32, 32), dtype=bool)
+    grid[4:28, 15:17] = False
+    engine = _custom_engine(monkeypatch, [(ids.COLOSSUS_RL, (16.5, 15.6))], [(ids.ZERGLING, (14.5, 12.0))],
+                            grid=grid)
+    in_reach = []
+    for _ in range(5):
+        engine.step(*_orders(engine, [ORDER_STOP]))
+        in_reach.append(bool(abs(engine._z[1] - engine._z[0]) <= engine._reach[1, 0] + 1e-9))
+    assert engine._target[1] == 0
+    assert in_reach[2:] == [True] * 3
+    assert engine.units.shield[0] < engine.units.shield_max[0]
+
+
 def test_collision_shares_follow_the_pushing_rules_or_mass_and_immobile_units_take_none(monkeypatch):
     engine = _custom_engine(monkeypatch, [(ids.MARINE_RL, (10.0, 16.0)), (ids.MARINE_RL, (11.0, 16.0)),
                                           (ids.MARAUDER_RL, (12.0, 16.0))], [(ids.MARINE, (30.0, 30.0))])

@@ -13,7 +13,8 @@ Mechanisms (each from the game's data or its documented rules, none fitted to wi
 - collision: units of one collision layer (units.py: ground units, or Colossi among
   themselves; a Colossus walks over small units) never overlap by more than COLLISION_TOL
   after a tick. Who gives way follows SC2's pushing rules: a moving unit pushes idle friendly
-  units aside, but never enemies, nor friends that stand attacking. Movers avoid what they
+  units aside, and friends moving its way push one another, but never enemies, nor friends
+  that stand attacking. Movers avoid what they
   cannot push (_steer: walk round the group it stands in, along the tangent on the side of
   the shorter way to the goal; stop at the first contact, the movers' steps settled
   together), melee units closing on a crowded target take a free place round it
@@ -125,8 +126,9 @@ class _FlowFields:
     def __init__(self, walkable: np.ndarray):
         self.walkable = walkable
         self._fields: dict[tuple[int, int], np.ndarray] = {}
-        self._plans: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._plans: dict[tuple[int, int], np.ndarray] = {}
         self._next_to = self._neighbour_table(walkable)
+        self._region = self._label_regions()
 
     @classmethod
     def _neighbour_table(cls, walkable: np.ndarray) -> np.ndarray:
@@ -143,38 +145,65 @@ class _FlowFields:
         return table
 
     def field(self, goal: tuple[int, int]) -> np.ndarray:
-        """Steps from every cell to `goal` (inf where unreachable) -> float [map_x, map_y]."""
+        """Steps from every cell to `goal` -> float [map_x, map_y] (inf on blocked cells).
+
+        A goal a unit cannot reach (a Colossus standing over a cliff, a point in another
+        region) is approached as SC2's pathing approaches an unreachable point: the unit goes
+        to the reachable place nearest to it. So the field counts the steps to the cells of
+        each walkable region nearest to the goal (_nearest_cells)."""
         if goal not in self._fields:
             dist = np.full(self.walkable.size + 1, np.inf)  # [X * Y + 1], the last entry a sink
-            if self.walkable[goal]:
-                frontier = np.array([goal[0] * self.walkable.shape[1] + goal[1]])
-                level = 0.0
-                while frontier.size:  # breadth-first, one whole level of cells at a time
-                    dist[frontier] = level
-                    level += 1.0
-                    reached = self._next_to[frontier].ravel()
-                    frontier = np.unique(reached[(reached >= 0) & (dist[reached] == np.inf)])
+            frontier = self._nearest_cells(goal)
+            level = 0.0
+            while frontier.size:  # breadth-first, one whole level of cells at a time
+                dist[frontier] = level
+                level += 1.0
+                reached = self._next_to[frontier].ravel()
+                frontier = np.unique(reached[(reached >= 0) & (dist[reached] == np.inf)])
             self._fields[goal] = dist[:-1].reshape(self.walkable.shape)
         return self._fields[goal]
 
-    def plan(self, goal: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-        """Route to `goal`, cached: (open [X, Y] bool: the cell reaches the goal in as many steps
-        as a straight 8-connected line would, i.e. nothing is in the way; aim [X, Y] complex: the
-        point a unit in that cell heads for, the centre of the cell two steps further on the
-        shortest path, or the goal cell's centre when it is nearer)."""
+    def _nearest_cells(self, goal: tuple[int, int]) -> np.ndarray:
+        """Flat indices of the cells a route to `goal` ends in: in each region of connected
+        walkable cells, the cells nearest to the goal (centre to centre): the goal cell itself
+        in its own region."""
+        ny = self.walkable.shape[1]
+        cells = np.flatnonzero(self.walkable.ravel())
+        if cells.size == 0:
+            return cells
+        d2 = (cells // ny - goal[0]) ** 2 + (cells % ny - goal[1]) ** 2
+        region = self._region[cells]
+        nearest = np.full(self.walkable.size, np.iinfo(np.int64).max)   # [X * Y] by region
+        np.minimum.at(nearest, region, d2)
+        return cells[d2 == nearest[region]]
+
+    def _label_regions(self) -> np.ndarray:
+        """Region of every cell: walkable cells connected by steps to 8 neighbours share the
+        flat index of one of them; -1 where blocked -> int [X * Y]."""
+        label = np.full(self.walkable.size + 1, -1, dtype=np.int64)  # the last entry a sink
+        for start in np.flatnonzero(self.walkable.ravel()):
+            frontier = np.array([start]) if label[start] < 0 else np.empty(0, dtype=np.int64)
+            while frontier.size:
+                label[frontier] = start
+                reached = self._next_to[frontier].ravel()
+                frontier = np.unique(reached[(reached >= 0) & (label[reached] < 0)])
+        return label[:-1]
+
+    def plan(self, goal: tuple[int, int]) -> np.ndarray:
+        """Route to `goal`, cached -> aim [X, Y] complex: the point a unit in that cell heads
+        for, the centre of the cell two steps further on the shortest path, or the centre of
+        the cell it ends in when that is nearer; NaN where there is no step to take (the cells
+        the route ends in, and cells it cannot reach): the unit goes straight for the goal."""
         if goal not in self._plans:
             dist = self.field(goal)
             nx, ny = self.walkable.shape
-            xs, ys = np.meshgrid(np.arange(nx), np.arange(ny), indexing="ij")
-            cheb = np.maximum(np.abs(xs - goal[0]), np.abs(ys - goal[1]))
-            open_ = np.isfinite(dist) & (dist <= cheb)
             nxt = self._next_cells(dist)                   # [X, Y] flat index of the next cell
             flat = np.arange(nx * ny).reshape(self.walkable.shape)
             one = np.where(nxt >= 0, nxt, flat)
-            two = nxt.ravel()[one]                         # the next cell's next cell (-1 at the goal)
+            two = nxt.ravel()[one]                         # the next cell's next cell (-1 at the end)
             two = np.where(two >= 0, two, one)
             aim = (two // ny + 0.5) + 1j * (two % ny + 0.5)
-            self._plans[goal] = (open_, aim)
+            self._plans[goal] = np.where(nxt >= 0, aim, np.nan)
         return self._plans[goal]
 
     def _next_cells(self, dist: np.ndarray) -> np.ndarray:
@@ -717,10 +746,9 @@ class BuiltinEngine:
         for k in np.unique(key):
             sel = np.flatnonzero(key == k)
             g, goal = int(grid[sel[0]]), (int(gx[sel[0]]), int(gy[sel[0]]))
-            _, aim = self._flows[g].plan(goal)
-            towards = aim[cx[sel], cy[sel]] - z[sel]
+            towards = self._flows[g].plan(goal)[cx[sel], cy[sel]] - z[sel]
             d = np.abs(towards)
-            ok = (d > _EPS) & ((cx[sel] != goal[0]) | (cy[sel] != goal[1]))
+            ok = d > _EPS  # (False for NaN: no step to take, straight on)
             heading[units[sel[ok]]] = towards[ok] / d[ok]
 
     def _steer(self, movers: np.ndarray, heading: np.ndarray, length: np.ndarray,
@@ -737,8 +765,10 @@ class BuiltinEngine:
         then walks into such a unit, nor into the place another mover is about to take: touching and
         closing, it slides along the contact; otherwise its step ends at the first contact
         during the tick, both moving at their planned velocities (the movers' steps are settled
-        together in _STEER_ROUNDS rounds; steps only ever shorten). Idle friends are not in
-        the way: they are pushed aside (SC2 pushing rules, see _separate).
+        together in _STEER_ROUNDS rounds; steps only ever shorten). Idle friends, and friends
+        moving its way at at least half its speed, are not in the way: it pushes them (SC2's
+        pushing rules: idle friends give way, moving friends push one another; the collision
+        solver _separate shares those pushes by mass).
 
         heading: unit vectors [n], length: step lengths [n]; both changed in place.
         dist: centre distances at the start of the tick [n, n]. goal: the point each mover is
@@ -752,9 +782,13 @@ class BuiltinEngine:
         mi, j = near.nonzero()                                      # candidate pairs (row of m, unit)
         i = m[mi]
         other = rank[j]
-        other = np.where((self._is_enemy[i] != self._is_enemy[j]) & (other == _R_IDLE), _R_ANCHORED, other)
-        keep = other != _R_IDLE
-        mi, i, j, other = mi[keep], i[keep], j[keep], other[keep]
+        friend = self._is_enemy[i] == self._is_enemy[j]
+        other = np.where(~friend & (other == _R_IDLE), _R_ANCHORED, other)
+        # A mover coming the other way, or much slower than this one, is in its way.
+        crossing = ((heading[i] * np.conj(heading[j])).real < 0.5) | (self._last_step[j] < 0.5 * length[i])
+        # Idle friends and friends moving along with it are pushed (shares by mass in _separate).
+        keep = (other != _R_IDLE) & ~(friend & (other == _R_MOVING) & ~crossing)
+        mi, i, j, other, crossing = mi[keep], i[keep], j[keep], other[keep], crossing[keep]
         if mi.size == 0:
             return
         rows = _Rows(mi, m.size)
@@ -762,8 +796,7 @@ class BuiltinEngine:
         solid = other > _R_MOVING
         moving = ~solid
         rel = z[j] - z[i]
-        facing = moving & (((heading[i] * np.conj(heading[j])).real < 0.5)
-                           | (self._last_step[j] < 0.5 * length[i]))
+        facing = moving & crossing
         avoid = (solid | facing) & (j != self._target[i])          # a chaser does not avoid its target
         local = rel * np.conj(heading[i])                           # mover frame, heading +x
         along, across = local.real, local.imag
