@@ -374,7 +374,7 @@ def test_heuristic_win_rates_near_the_smac_paper():
     fidelity = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fidelity)
     near = ("2s_vs_1sc", "10m_vs_11m", "2c_vs_64zg", "bane_vs_bane", "5m_vs_6m", "3s_vs_5z",
-            "3s5z_vs_3s6z", "6h_vs_8z", "27m_vs_30m", "MMM2")
+            "3s5z_vs_3s6z", "6h_vs_8z", "27m_vs_30m", "MMM2", "corridor")
     table = fidelity.main(["--maps", *near, "--policies", "heuristic"])
     for m in near:
         assert abs(table[(m, "heuristic")][0] - fidelity.PAPER_HEURISTIC[m]) <= 15, m
