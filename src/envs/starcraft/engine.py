@@ -128,7 +128,8 @@ class _FlowFields:
         self._fields: dict[tuple[int, int], np.ndarray] = {}
         self._plans: dict[tuple[int, int], np.ndarray] = {}
         self._next_to = self._neighbour_table(walkable)
-        self._region = self._label_regions()
+        self._cells = np.flatnonzero(walkable.ravel())    # [cells] flat indices of walkable cells
+        self._region = self._label_regions()[self._cells]  # [cells] region of each
 
     @classmethod
     def _neighbour_table(cls, walkable: np.ndarray) -> np.ndarray:
@@ -152,42 +153,44 @@ class _FlowFields:
         to the reachable place nearest to it. So the field counts the steps to the cells of
         each walkable region nearest to the goal (_nearest_cells)."""
         if goal not in self._fields:
-            dist = np.full(self.walkable.size + 1, np.inf)  # [X * Y + 1], the last entry a sink
-            frontier = self._nearest_cells(goal)
-            level = 0.0
-            while frontier.size:  # breadth-first, one whole level of cells at a time
-                dist[frontier] = level
-                level += 1.0
-                reached = self._next_to[frontier].ravel()
-                frontier = np.unique(reached[(reached >= 0) & (dist[reached] == np.inf)])
-            self._fields[goal] = dist[:-1].reshape(self.walkable.shape)
+            dist = np.full(self.walkable.size, np.inf)
+            unseen = np.ones(self.walkable.size + 1, dtype=bool)  # the last entry a sink
+            for level, cells in enumerate(self._breadth_first(self._nearest_cells(goal), unseen)):
+                dist[cells] = level
+            self._fields[goal] = dist.reshape(self.walkable.shape)
         return self._fields[goal]
+
+    def _breadth_first(self, start: np.ndarray, unseen: np.ndarray):
+        """Breadth-first search from the flat cells `start`, one whole level of cells at a time:
+        yields each level's cells; `unseen` (bool [X * Y + 1]) is cleared in place as cells are
+        reached."""
+        frontier = start
+        while frontier.size:
+            unseen[frontier] = False
+            yield frontier
+            reached = self._next_to[frontier].ravel()
+            frontier = np.unique(reached[(reached >= 0) & unseen[reached]])
 
     def _nearest_cells(self, goal: tuple[int, int]) -> np.ndarray:
         """Flat indices of the cells a route to `goal` ends in: in each region of connected
         walkable cells, the cells nearest to the goal (centre to centre): the goal cell itself
         in its own region."""
         ny = self.walkable.shape[1]
-        cells = np.flatnonzero(self.walkable.ravel())
-        if cells.size == 0:
-            return cells
-        d2 = (cells // ny - goal[0]) ** 2 + (cells % ny - goal[1]) ** 2
-        region = self._region[cells]
+        d2 = (self._cells // ny - goal[0]) ** 2 + (self._cells % ny - goal[1]) ** 2
         nearest = np.full(self.walkable.size, np.iinfo(np.int64).max)   # [X * Y] by region
-        np.minimum.at(nearest, region, d2)
-        return cells[d2 == nearest[region]]
+        np.minimum.at(nearest, self._region, d2)
+        return self._cells[d2 == nearest[self._region]]
 
     def _label_regions(self) -> np.ndarray:
         """Region of every cell: walkable cells connected by steps to 8 neighbours share the
         flat index of one of them; -1 where blocked -> int [X * Y]."""
-        label = np.full(self.walkable.size + 1, -1, dtype=np.int64)  # the last entry a sink
-        for start in np.flatnonzero(self.walkable.ravel()):
-            frontier = np.array([start]) if label[start] < 0 else np.empty(0, dtype=np.int64)
-            while frontier.size:
-                label[frontier] = start
-                reached = self._next_to[frontier].ravel()
-                frontier = np.unique(reached[(reached >= 0) & (label[reached] < 0)])
-        return label[:-1]
+        label = np.full(self.walkable.size, -1, dtype=np.int64)
+        unseen = np.ones(self.walkable.size + 1, dtype=bool)  # the last entry a sink
+        for start in self._cells:
+            if unseen[start]:
+                for cells in self._breadth_first(np.array([start]), unseen):
+                    label[cells] = start
+        return label
 
     def plan(self, goal: tuple[int, int]) -> np.ndarray:
         """Route to `goal`, cached -> aim [X, Y] complex: the point a unit in that cell heads
