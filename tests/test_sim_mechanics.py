@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from envs.starcraft import collisions
 from envs.starcraft import engine as engine_module
 from envs.starcraft import unit_ids as ids
 from envs.starcraft import units as us
@@ -184,20 +185,28 @@ def test_a_chaser_goes_to_the_nearest_reachable_place_when_its_target_stands_ove
     assert engine.units.shield[0] < engine.units.shield_max[0]
 
 
-def test_collision_shares_follow_the_pushing_rules_or_mass_and_immobile_units_take_none(monkeypatch):
-    engine = _custom_engine(monkeypatch, [(ids.MARINE_RL, (10.0, 16.0)), (ids.MARINE_RL, (11.0, 16.0)),
-                                          (ids.MARAUDER_RL, (12.0, 16.0))], [(ids.MARINE, (30.0, 30.0))])
-    a, b = np.array([0, 1]), np.array([1, 2])  # pairs: (moving marine, idle marine), (idle marine, Marauder)
-    moving, idle, fixed = engine_module._R_MOVING, engine_module._R_IDLE, engine_module._R_FIXED
-    by_mass = 0.5625 ** 2 / (0.375 ** 2 + 0.5625 ** 2)  # the marine's share against the Marauder
-    rules = engine._shares(a, b, np.array([moving, idle, idle, idle]), by_mass=False)
-    jammed = engine._shares(a, b, np.array([moving, idle, idle, idle]), by_mass=True)
-    assert rules[:, 0].tolist() == [0.0, 1.0]   # the idle friend gives way to the mover
-    assert jammed[:, 0].tolist() == [0.5, 0.5]  # once jammed, everyone shares by mass
-    assert np.allclose(rules[:, 1], [by_mass, 1 - by_mass]) and np.allclose(jammed[:, 1], rules[:, 1])
-    for jam in (False, True):  # a unit stuck against a wall (or a structure) takes no share
-        stuck = engine._shares(a, b, np.array([moving, idle, fixed, idle]), by_mass=jam)
-        assert stuck[:, 1].tolist() == [1.0, 0.0]
+def test_collision_shares_follow_the_pushing_rules_or_mass_and_immobile_units_take_none():
+    marine, marauder = 0.375 ** 2, 0.5625 ** 2  # masses: radius squared
+    moving, idle, fixed = collisions.R_MOVING, collisions.R_IDLE, collisions.R_FIXED
+    by_mass = marauder / (marine + marauder)  # the marine's share against the Marauder
+    for jam in (False, True):
+        # A moving marine and an idle one: the idle friend gives way, unless jammed (by mass).
+        assert collisions.pair_shares(marine, marine, True, moving, idle, jam) == ((0.5, 0.5) if jam else (0.0, 1.0))
+        # Between enemies the rules do not apply: by mass.
+        assert collisions.pair_shares(marine, marine, False, moving, idle, jam) == (0.5, 0.5)
+        assert np.allclose(collisions.pair_shares(marine, marauder, True, idle, idle, jam), (by_mass, 1 - by_mass))
+        # A unit stuck against a wall (or a structure) takes no share.
+        assert collisions.pair_shares(marine, marauder, True, idle, fixed, jam) == (1.0, 0.0)
+        assert collisions.pair_shares(marine, marauder, True, fixed, moving, jam) == (0.0, 1.0)
+        assert collisions.pair_shares(marine, marauder, True, fixed, fixed, jam) == (0.0, 0.0)
+
+
+def test_the_compiled_solver_measures_centre_distances_as_numpy_does():
+    # The solver's stopping test and _separate's (NumPy) must agree on every gap.
+    rng = np.random.default_rng(0)
+    z = (rng.normal(size=20000) + 1j * rng.normal(size=20000)) * rng.exponential(size=20000)
+    z = np.concatenate((z, [0j, 3.0 + 0j, -2j, 1e-300 + 1e-300j, complex(np.inf, 1.0)]))
+    assert [collisions.norm(v.real, v.imag) for v in z] == np.abs(z).tolist()
 
 
 def test_small_units_walk_beneath_a_colossus_but_colossi_collide(monkeypatch):

@@ -45,7 +45,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from envs.starcraft import collisions
 from envs.starcraft import units as us
+from envs.starcraft.collisions import R_ANCHORED, R_FIXED, R_IDLE, R_MOVING
 from envs.starcraft.scenarios import Scenario, get_scenario
 
 # Order kinds of BuiltinEngine.step (the engine contract).
@@ -79,9 +81,6 @@ _BORDER = 4             # blocked cells around the padded grids (> one tick of m
 _CHASE_SLACK = 0.02     # a chasing unit stops this far inside its range
 _PLACE_MARGIN = 0.25    # gap between units placed at one spawn point
 _EPS = 1e-9
-# Pushing ranks (who gives way in a collision): the lower rank gives way to the higher; equal
-# ranks share the correction by mass (radius squared).
-_R_IDLE, _R_MOVING, _R_ANCHORED, _R_FIXED = 0, 1, 2, 3
 # Target classes of automatic targeting: threat first, then Attack Target Priority (0..20).
 _THREAT_CLASS = 100
 
@@ -222,19 +221,7 @@ class _FlowFields:
         return np.where(closer, table[rows, best], -1).reshape(dist.shape)
 
 
-_WHOLE = 15
-_CUT = np.arange(16) % 15 > 0  # codes of _cell_parts for a cell cut by a diagonal cliff
-
-
-def _inside_cut(parts: np.ndarray, fx: np.ndarray, fy: np.ndarray) -> np.ndarray:
-    """Whether points at (fx, fy) within their cells lie in a walkable triangle of a cut cell
-    (codes of _cell_parts). The point's side of both diagonals is packed into the same bits
-    (1 x + y <= 1, 2 x >= y, 4 y >= x, 8 x + y >= 1) and matched against the code in one step.
-    """
-    s = fx + fy
-    sides = (s <= 1.0).view(np.uint8) | ((fx >= fy).view(np.uint8) << 1) \
-        | ((fy >= fx).view(np.uint8) << 2) | ((s >= 1.0).view(np.uint8) << 3)
-    return (parts & sides) != 0
+_WHOLE = collisions.WHOLE
 
 
 def _cell_parts(grid: np.ndarray) -> np.ndarray:
@@ -252,23 +239,6 @@ def _cell_parts(grid: np.ndarray) -> np.ndarray:
     below, above = w[1:-1, :-2], w[1:-1, 2:]
     code = (1 * (left & below) | 2 * (right & below) | 4 * (left & above) | 8 * (right & above))
     return np.where(grid, _WHOLE, code).astype(np.uint8)
-
-
-def _walkable_boxes(padded: np.ndarray) -> np.ndarray | None:
-    """Where every padded grid's walkable ground is one rectangle of whole cells (16 of the 23
-    maps), its bounds in map coordinates -> float [2 (low, high), grids, 2 (x, y)]: a point
-    is walkable iff low <= (x, y) < high, the same as the cell lookup (floor(x) is in a range
-    of integers iff x is) with fewer NumPy calls; else None."""
-    boxes = np.zeros((2, padded.shape[0], 2))
-    for g, parts in enumerate(padded):
-        xs, ys = np.nonzero(parts)
-        if xs.size == 0:
-            return None
-        lo, hi = (xs.min(), ys.min()), (xs.max() + 1, ys.max() + 1)
-        if not (parts[lo[0]:hi[0], lo[1]:hi[1]] == _WHOLE).all():
-            return None
-        boxes[:, g] = np.array([lo, hi]) - _BORDER
-    return boxes
 
 
 def _indices(mask: np.ndarray) -> np.ndarray:
@@ -459,14 +429,11 @@ class BuiltinEngine:
         self._padded = np.stack([np.pad(_cell_parts(g), ((_BORDER, side - _BORDER - g.shape[0]),
                                                          (_BORDER, side - _BORDER - g.shape[1])))
                                  for g in grids])                      # [3, side, side]
-        self._any_cut = bool(_CUT[self._padded].any())
-        self._boxes = _walkable_boxes(self._padded)
         self._flows = tuple(_FlowFields(g) for g in grids)
         # Only a walkable area with notches (corridor's choke, 2c_vs_64zg's cliff, ...) can put
         # terrain between a unit and its destination; a rectangle or octagon-like arena cannot.
         self._needs_routing = not all(_fills_its_rows_and_columns(g) for g in grids)
         self._grid_of = np.where(self._is_air, 2, self._cliff.astype(np.int64))
-        self._unit_box = self._box_of(self._grid_of)
 
     def _build_state(self) -> None:
         n = self.n
@@ -624,8 +591,8 @@ class BuiltinEngine:
         # Movement: chase the target up to range, or walk to the order point.
         movers = self._mobile & ~in_range & (has_t | _WALKS[self._mode])
         # Pushing ranks of this tick: units in range of their target stand attacking (or healing).
-        rank = np.where(in_range, _R_ANCHORED, np.where(movers, _R_MOVING, _R_IDLE))
-        rank[~self._mobile] = _R_FIXED
+        rank = np.where(in_range, R_ANCHORED, np.where(movers, R_MOVING, R_IDLE))
+        rank[~self._mobile] = R_FIXED
         start = np.where(in_range, 0.0, np.inf)  # loop offset at which each unit is in range
         if movers.any():
             np.minimum(start, self._move(movers, has_t, reach, rank, dist), out=start)
@@ -668,7 +635,7 @@ class BuiltinEngine:
         if blocked.any():  # slide along the wall: keep the walkable axis of the step, else stay
             rows = _indices(blocked)
             new[rows] = z[rows]
-            self._slide(new, rows, step[rows], self._grid_of[rows])
+            collisions.slide_rows(self._padded, _BORDER, self._grid_of, new, rows, step[rows])
         self._last_step = np.where(going, np.abs(new - z), 0.0)
         np.copyto(z, new, where=going)
         arrive = np.where(movers & has_t & (remaining <= self._tick_speed) & ~blocked,
@@ -786,17 +753,17 @@ class BuiltinEngine:
         i = m[mi]
         other = rank[j]
         friend = self._is_enemy[i] == self._is_enemy[j]
-        other = np.where(~friend & (other == _R_IDLE), _R_ANCHORED, other)
+        other = np.where(~friend & (other == R_IDLE), R_ANCHORED, other)
         # A mover coming the other way, or much slower than this one, is in its way.
         crossing = ((heading[i] * np.conj(heading[j])).real < 0.5) | (self._last_step[j] < 0.5 * length[i])
         # Idle friends and friends moving along with it are pushed (shares by mass in _separate).
-        keep = (other != _R_IDLE) & ~(friend & (other == _R_MOVING) & ~crossing)
+        keep = (other != R_IDLE) & ~(friend & (other == R_MOVING) & ~crossing)
         mi, i, j, other, crossing = mi[keep], i[keep], j[keep], other[keep], crossing[keep]
         if mi.size == 0:
             return
         rows = _Rows(mi, m.size)
         rs = rs_all[mi, j]
-        solid = other > _R_MOVING
+        solid = other > R_MOVING
         moving = ~solid
         rel = z[j] - z[i]
         facing = moving & crossing
@@ -882,7 +849,7 @@ class BuiltinEngine:
         group (groups closed on both sides are left to the caller)."""
         done = np.zeros(movers.size, dtype=bool)
         alive = self.units.alive
-        stands = alive & (rank >= _R_ANCHORED)
+        stands = alive & (rank >= R_ANCHORED)
         # Groups are told apart per side, collision layer and radius of the movers (a few).
         key = (self._is_enemy[movers] * 8 + self._layer[movers]) * 1000 + np.rint(self._radius[movers] * 64)
         for k in set(key.tolist()):  # (order-free: each kind writes its own movers' rows)
@@ -937,41 +904,18 @@ class BuiltinEngine:
 
     def _walkable(self, p: np.ndarray) -> np.ndarray:
         """Whether each unit could stand at p (its own grid; air anywhere on the map) -> bool [n]."""
-        return self._walkable_on(self._grid_of, p, self._unit_box)
+        return self._walkable_on(self._grid_of, p)
 
-    def _box_of(self, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """Bounds (low, high: float [..., 2]) of the walkable rectangles of grids `grid` on
-        maps whose grids are all rectangles, else None: for callers that test the same grids
-        again and again (the gather costs as much as the test)."""
-        return None if self._boxes is None else (self._boxes[0][grid], self._boxes[1][grid])
-
-    def _walkable_on(self, grid: np.ndarray, p: np.ndarray,
-                     box: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    def _walkable_on(self, grid: np.ndarray, p: np.ndarray) -> np.ndarray:
         """Whether points p lie on walkable ground of grid `grid` (0 ground, 1 cliff-walkers,
-        2 air; broadcast against p) -> bool like p. box: _box_of(grid), if the caller has it.
+        2 air; broadcast against p) -> bool like p.
 
         The grids carry a border of blocked cells wide enough for one tick of movement, so
-        positions just outside the map need no clipping; floor first (x + _BORDER can round up
-        to the next integer when x is just below one), and far outside the map -> the border."""
-        if not p.flags.c_contiguous:
-            p = p.copy()
-        xy = p.view(np.float64).reshape(*p.shape, 2)  # [..., 2]: x, y
-        if self._boxes is not None:
-            lo, hi = self._box_of(grid) if box is None else box
-            inside = (xy >= lo) & (xy < hi)
-            return inside[..., 0] & inside[..., 1]
-        floor = np.floor(xy)
-        cell = floor.astype(np.int64)
-        cell += _BORDER
-        np.maximum(cell, 0, out=cell)
-        np.minimum(cell, self._padded.shape[1] - 1, out=cell)
-        parts = self._padded[grid, cell[..., 0], cell[..., 1]]
-        whole = parts == _WHOLE
-        if not (self._any_cut and _CUT[parts].any()):
-            return whole
-        frac = xy - floor
-        fx, fy = frac[..., 0], frac[..., 1]
-        return whole | _inside_cut(parts, fx, fy)
+        positions just outside the map need no clipping (far outside: the border)."""
+        if grid.shape != p.shape:
+            grid = np.broadcast_to(grid, p.shape)
+        ok = collisions.walkable_points(self._padded, _BORDER, grid.ravel(), p.ravel())
+        return ok.reshape(p.shape)
 
     def _shoot(self, start: np.ndarray, k: int) -> None:
         """Fire every weapon that is ready within this tick, in loop order.
@@ -1132,56 +1076,19 @@ class BuiltinEngine:
 
     def _solve_round(self, pairs: np.ndarray, rank: np.ndarray, jammed: bool) -> None:
         """One round of _separate over the watched pairs (indices into the pair list): sweeps
-        until no watched pair overlaps by more than COLLISION_TOL. Works on the units of those
-        pairs only (local indices); `rank` (all units) is updated in place for stuck units."""
+        until no watched pair overlaps by more than COLLISION_TOL (collisions.solve_sweeps).
+        Works on the units of those pairs only (local indices); `rank` (all units) is updated
+        in place for stuck units."""
         a, b = self._pair_a[pairs], self._pair_b[pairs]
         units, local = self._local_indices(np.concatenate((a, b)))
-        nu = units.size
-        la, lb = local[:a.size], local[a.size:]
-        # One bincount per sweep, bins [5 * nu]: each unit's pairs counted (at a and at b), then
-        # a's and b's pushes as (x, y) interleaved: those 4 * nu sums read back as complex [2, nu].
-        xy = np.array([0, 1])
-        bins = np.concatenate((la, lb, (2 * la[:, None] + xy).ravel() + nu,
-                               (2 * lb[:, None] + xy).ravel() + 3 * nu))
-        grid = self._grid_of[units]
-        rsum = self._pair_rsum_live[pairs]
-        tie = self._pair_tie[pairs]
-        box = self._box_of(grid)
-        z = self._z[units]
-        fixed = rank[units] == _R_FIXED
-        for sweep in range(COLLISION_MAX_ITERS):
-            if sweep == 0 or sweep == COLLISION_RULE_ITERS:
-                # The pushing rules, or by mass once jammed (a unit squeezed where it cannot give
-                # way enough: everyone yields).
-                by_mass = jammed or sweep == COLLISION_RULE_ITERS
-                shares = self._shares(a, b, rank, by_mass)
-                gives = shares > 0.0
-            both = z[local]                                         # both ends of every pair
-            d = both[:a.size] - both[a.size:] + tie
-            dist = np.abs(d)
-            over = rsum - dist
-            if over.max() <= COLLISION_TOL:
-                break
-            touching = over > 0.0
-            push = np.where(touching, over / np.maximum(dist, _EPS), 0.0) * d  # a off b fully
-            sums = np.bincount(bins, np.concatenate(((touching & gives).ravel(),
-                                                     (push * shares).view(np.float64).ravel())), 5 * nu)
-            moves = sums[nu:].view(np.complex128)                   # [2 * nu]: a's pushes, b's
-            step = (_SEP_RELAX / np.maximum(sums[:nu], 1.0)) * (moves[:nu] - moves[nu:])
-            new = z + step
-            ok = self._walkable_on(grid, new, box)
-            if ok.all():
-                z = new
-                continue
-            np.copyto(z, new, where=ok)
-            rows = _indices(~ok & (step != 0))
-            stuck = rows[~self._slide(z, rows, step[rows], grid[rows]) & ~fixed[rows]]
-            if stuck.size:
-                fixed[stuck] = True
-                rank[units[stuck]] = _R_FIXED
-                shares = self._shares(a, b, rank, by_mass)
-                gives = shares > 0.0
+        z, unit_rank = self._z[units], rank[units]
+        collisions.solve_sweeps(
+            z, local[:a.size], local[a.size:], self._pair_rsum_live[pairs], self._pair_tie[pairs],
+            self._mass[a], self._mass[b], self._is_enemy[a] == self._is_enemy[b], unit_rank,
+            self._grid_of[units], self._padded, _BORDER, jammed, COLLISION_TOL, _EPS, _SEP_RELAX,
+            COLLISION_MAX_ITERS, COLLISION_RULE_ITERS)
         self._z[units] = z
+        rank[units] = unit_rank
 
     def _local_indices(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """np.unique(idx, return_inverse=True) for unit indices, by a table over the n units
@@ -1192,37 +1099,6 @@ class BuiltinEngine:
         position = np.empty(self.n, dtype=np.int64)
         position[units] = np.arange(units.size)
         return units, position[idx]
-
-    def _slide(self, z: np.ndarray, rows: np.ndarray, step: np.ndarray, grid: np.ndarray) -> np.ndarray:
-        """Steps of z[rows] (moves, pushes) that the terrain blocks slide along the wall: keep the
-        walkable axis of the step, else stay (z changed in place) -> bool [rows]: moved."""
-        at = z[rows]
-        along_x = at + step.real
-        along_y = at + 1j * step.imag
-        ok_x, ok_y = self._walkable_on(grid, np.stack((along_x, along_y)))  # grid broadcasts
-        ok_y &= ~ok_x
-        z[rows] = np.where(ok_x, along_x, np.where(ok_y, along_y, at))
-        return ok_x | ok_y
-
-    def _shares(self, a: np.ndarray, b: np.ndarray, rank: np.ndarray, by_mass: bool) -> np.ndarray:
-        """Fraction of each pair's correction taken by a and by b (pushing rules, see _separate)
-        -> float [2, pairs].
-
-        The rules proper act in the movement (_steer: movers never walk into units they cannot
-        push); here they only decide the one case the movement leaves to the solver, a mover
-        pushing an idle friend, who gives way (not `by_mass`: once jammed, everyone shares).
-        Everything else shares by mass; a unit that cannot move (a structure, or one pinned
-        against a wall) takes no share, jammed or not."""
-        ma, mb = self._mass[a], self._mass[b]
-        share_a = mb / (ma + mb)
-        if not by_mass:
-            same = self._is_enemy[a] == self._is_enemy[b]
-            share_a = np.where(same & (rank[a] == _R_IDLE) & (rank[b] == _R_MOVING), 1.0,
-                               np.where(same & (rank[b] == _R_IDLE) & (rank[a] == _R_MOVING), 0.0, share_a))
-        fa, fb = rank[a] == _R_FIXED, rank[b] == _R_FIXED
-        share_a = np.where(fa, 0.0, np.where(fb, 1.0, share_a))
-        share_b = np.where(fb, 0.0, 1.0 - share_a)
-        return np.stack((share_a, share_b))
 
     def _regenerate(self, k: int) -> None:
         """Shields (after the delay without damage), Zerg health and Medivac energy."""
