@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envs.starcraft import collisions
+from envs.starcraft import collisions, steering
 from envs.starcraft import units as us
 from envs.starcraft.collisions import R_ANCHORED, R_FIXED, R_IDLE, R_MOVING
 from envs.starcraft.scenarios import Scenario, get_scenario
@@ -253,31 +253,6 @@ def _fractions(k: int) -> np.ndarray:
     out = np.linspace(0.0, 1.0, k)
     out.flags.writeable = False
     return out
-
-
-class _Rows:
-    """Entries grouped by a row index sorted ascending (the pairs of _steer, by mover): the
-    per-row reductions, with the grouping worked out once."""
-
-    _HEAD = np.ones(1, dtype=bool)  # the first entry starts a row
-
-    def __init__(self, rows: np.ndarray, size: int):
-        self.size = size
-        self._starts = _indices(np.concatenate((self._HEAD, rows[1:] != rows[:-1])))
-        self._present = rows[self._starts]
-        self._position = np.arange(rows.size)
-
-    def min(self, values: np.ndarray, empty: float) -> np.ndarray:
-        """Minimum of `values` per row (rows without entries: `empty`) -> float [size]."""
-        out = np.full(self.size, empty)
-        out[self._present] = np.minimum.reduceat(values, self._starts)
-        return out
-
-    def first(self, picked: np.ndarray) -> np.ndarray:
-        """Indices of the first picked entry of each row that has one, ascending."""
-        none = self._position.size
-        first = np.minimum.reduceat(np.where(picked, self._position, none), self._starts)
-        return first[first < none]
 
 
 def _fills_its_rows_and_columns(grid: np.ndarray) -> bool:
@@ -657,41 +632,9 @@ class BuiltinEngine:
         close: melee chasers within _SURROUND_LOOK of their range; heading and length are
         changed in place for those whose direct approach is blocked. dist: centre distances
         [n, n] (units have not moved since)."""
-        z = self._z
-        tgt = self._target[close]
-        ring = reach[close] - _CHASE_SLACK                          # centre distance when in range
-        centre = z[tgt]
-        direct = centre + ring * (z[close] - centre) / np.maximum(np.abs(z[close] - centre), _EPS)
-        slots = np.concatenate([direct[:, None], centre[:, None] + ring[:, None] * _SLOTS[None, :]],
-                               axis=1)                              # [c, 1 + k]
-        rs = self._rsum_live[close]                                 # [c, n]
-        others = np.isfinite(rs)
-        others[np.arange(close.size), tgt] = False
-        # Only a unit within ring + rs of the target can stand on a place round it (a margin of
-        # 1 covers rounding): the places are tested against those pairs (chaser row, unit) only.
-        ci, j = (others & (dist[tgt] < ring[:, None] + rs + 1.0)).nonzero()
-        taken = ~self._walkable_many(close, slots)                  # [c, 1 + k]
-        gap = np.abs(slots[ci] - z[j, None]) - rs[ci, j, None]      # [pairs, 1 + k]
-        pair, place = (gap < -COLLISION_TOL).nonzero()
-        taken[ci[pair], place] = True                               # (np.logical_or.at: slower)
-        blocked = taken[:, 0]
-        if not blocked.any():
-            return
-        cost = np.where(taken[:, 1:], np.inf, np.abs(slots[:, 1:] - z[close, None]))
-        best = cost.argmin(axis=1)
-        ok = blocked & np.isfinite(cost[np.arange(close.size), best])
-        if not ok.any():
-            return
-        rows = close[ok]
-        goal = slots[ok, 1 + best[ok]]
-        to = goal - z[rows]
-        far = np.abs(to)  # (not `dist`: that is the [n, n] argument)
-        heading[rows] = to / np.maximum(far, _EPS)
-        length[rows] = np.minimum(self._tick_speed[rows], far)
-
-    def _walkable_many(self, units: np.ndarray, pts: np.ndarray) -> np.ndarray:
-        """Whether each unit could stand at each of its points -> bool like pts [u, k]."""
-        return self._walkable_on(self._grid_of[units][:, None], pts)
+        steering.surround(close, self._z, self._target, reach - _CHASE_SLACK, _SLOTS, self._rsum_live,
+                          dist, self._padded, _BORDER, self._grid_of, heading, length,
+                          self._tick_speed, COLLISION_TOL, _EPS)
 
     def _line_blocked(self, g: np.ndarray, dest: np.ndarray) -> np.ndarray:
         """Whether the straight line from each unit g to dest crosses a cell its grid blocks
@@ -727,7 +670,7 @@ class BuiltinEngine:
 
         A mover whose step would run into a unit it cannot push (an enemy, or a friend standing
         to attack), or into a mover coming the other way or one much slower than itself, walks
-        round the group that unit is part of (_round_groups: with the units near it that stand
+        round the group that unit is part of (steering._round_groups: with the units near it that stand
         in the mover's way, too close together to pass between), along the tangent to the
         group on the side of the shorter way to its goal. Where the group closes round the
         mover on both sides, it walks along the tangent to that unit's contact circle, on one
@@ -744,163 +687,11 @@ class BuiltinEngine:
         dist: centre distances at the start of the tick [n, n]. goal: the point each mover is
         making for [n] (its destination, or the place or path point it heads to)."""
         m = _indices(movers)
-        if m.size == 0:
-            return
-        z = self._z
-        rs_all = self._rsum_live[m]                                 # [m, n]
-        near = dist[m] < rs_all + (length[m] + self._tick_speed_max)[:, None]
-        mi, j = near.nonzero()                                      # candidate pairs (row of m, unit)
-        i = m[mi]
-        other = rank[j]
-        friend = self._is_enemy[i] == self._is_enemy[j]
-        other = np.where(~friend & (other == R_IDLE), R_ANCHORED, other)
-        # A mover coming the other way, or much slower than this one, is in its way.
-        crossing = ((heading[i] * np.conj(heading[j])).real < 0.5) | (self._last_step[j] < 0.5 * length[i])
-        # Idle friends and friends moving along with it are pushed (shares by mass in _separate).
-        keep = (other != R_IDLE) & ~(friend & (other == R_MOVING) & ~crossing)
-        mi, i, j, other, crossing = mi[keep], i[keep], j[keep], other[keep], crossing[keep]
-        if mi.size == 0:
-            return
-        rows = _Rows(mi, m.size)
-        rs = rs_all[mi, j]
-        solid = other > R_MOVING
-        moving = ~solid
-        rel = z[j] - z[i]
-        facing = moving & crossing
-        avoid = (solid | facing) & (j != self._target[i])          # a chaser does not avoid its target
-        local = rel * np.conj(heading[i])                           # mover frame, heading +x
-        along, across = local.real, local.imag
-        # In the way: the mover's disk sweeping its step reaches that unit's (contact circle
-        # round the step's segment, its end cap included).
-        past = np.maximum(along - length[i], 0.0)
-        ahead = avoid & (along > 0.0) & (past * past + across * across < rs * rs)
-        first = rows.min(np.where(ahead, along, np.inf), np.inf)
-        turn = np.isfinite(first)
-        self._side[m[~turn]] = 0.0
-        if turn.any():
-            pick = rows.first(ahead & (along == first[mi]))
-            mt = m[mi[pick]]
-            rounded = self._round_groups(mt, j[pick], heading, goal, rank, dist)
-            pick, mt = pick[~rounded], mt[~rounded]
-            c = across[pick]
-            side = self._side[mt]
-            fresh = side == 0.0
-            side[fresh] = np.where(c[fresh] > 0, -1.0, np.where(c[fresh] < 0, 1.0,
-                                                               np.where(mt[fresh] % 2 == 0, 1.0, -1.0)))
-            self._side[mt] = side
-            to = rel[pick]
-            d = np.abs(to)
-            angle = np.arcsin(np.minimum((rs[pick] + COLLISION_TOL) / np.maximum(d, _EPS), 1.0))
-            heading[mt] = to / np.maximum(d, _EPS) * np.exp(1j * side * angle)
-        share = np.where(solid, 1.0, 0.5)          # of a closing speed that the mover takes up
-        qc = (rel * np.conj(rel)).real - rs * rs                    # <= 0: touching
-        touching = qc <= 2.0 * COLLISION_TOL * rs
-        gap_dist = np.sqrt(np.maximum(qc + rs * rs, _EPS))
-        for _ in range(_STEER_ROUNDS):
-            vel = heading * length                                  # [n] displacement this tick
-            dv = vel[j] - vel[i]                                    # relative velocity per pair
-            qb = (rel * np.conj(dv)).real                           # < 0: closing
-            closing = qb < 0.0
-            if not closing.any():
-                return
-            changed = False
-            slide = closing & touching
-            if slide.any():
-                # Touching and closing: give up this mover's share of the closing speed along
-                # the most closing contact.
-                rate = np.where(slide, qb / gap_dist, 0.0)
-                worst = rows.min(rate, 0.0)
-                pick = rows.first(slide & (rate == worst[mi]) & (rate < 0.0))
-                sliders = m[mi[pick]]
-                v = vel[sliders] + share[pick] * rate[pick] * rel[pick] / gap_dist[pick]
-                speed = np.abs(v)
-                length[sliders] = speed
-                heading[sliders] = np.where(speed > _EPS, v / np.maximum(speed, _EPS), heading[sliders])
-                changed = True
-                vel = heading * length
-                dv = vel[j] - vel[i]
-                qb = (rel * np.conj(dv)).real
-            qa = (dv * np.conj(dv)).real
-            ahead = (qb < 0.0) & (qa > _EPS) & ~touching
-            disc = qb * qb - qa * qc
-            tau = (-qb - np.sqrt(np.maximum(disc, 0.0))) / np.maximum(qa, _EPS)
-            contact = ahead & (disc >= 0.0) & (tau < 1.0)
-            if contact.any():
-                frac = rows.min(np.where(contact, np.maximum(tau, 0.0), 1.0), 1.0)
-                if (frac < 1.0).any():
-                    length[m] *= frac
-                    changed = True
-            if not changed:
-                return
-
-    def _round_groups(self, movers: np.ndarray, first: np.ndarray, heading: np.ndarray,
-                      goal: np.ndarray, rank: np.ndarray, dist: np.ndarray) -> np.ndarray:
-        """Headings (in place) of movers blocked by a unit (`first`, the first in their way):
-        round the group that unit stands in, as SC2's movers walk round units that do not give
-        way rather than into the gaps between them.
-
-        The group: that unit and the units that stand in the mover's way the same way (its
-        enemies, and its friends standing to attack or immobile), of its collision layer, joined
-        where the gap between two of them is too narrow for the mover (under its diameter);
-        the mover itself and its own target left out. The mover heads along the tangent to the
-        group on the side of the shorter way to its goal (to the tangent point, then straight
-        on; on a tie the side it turned to last), measured from its heading. A side on which
-        the group reaches round behind the mover is closed. -> bool [movers]: headed round a
-        group (groups closed on both sides are left to the caller)."""
-        done = np.zeros(movers.size, dtype=bool)
-        alive = self.units.alive
-        stands = alive & (rank >= R_ANCHORED)
-        # Groups are told apart per side, collision layer and radius of the movers (a few).
-        key = (self._is_enemy[movers] * 8 + self._layer[movers]) * 1000 + np.rint(self._radius[movers] * 64)
-        for k in set(key.tolist()):  # (order-free: each kind writes its own movers' rows)
-            sel = _indices(key == k)
-            ms, firsts = movers[sel], first[sel]
-            rep = ms[0]
-            blocks = (stands | (alive & (self._is_enemy != self._is_enemy[rep]))) \
-                & np.isfinite(self._rsum_live[rep])
-            blocks[firsts] = True
-            cols = _indices(blocks)                                 # [c] units groups are made of
-            pos = np.full(self.n, -1)
-            pos[cols] = np.arange(cols.size)
-            r = self._radius[cols]
-            edge = dist[cols][:, cols] - r[:, None] - r[None, :]     # [c, c] gaps between edges
-            joined = edge < 2.0 * (self._radius[rep] + COLLISION_TOL)
-            reach = joined.astype(np.float32)                       # [c, c] 1: joined by a chain
-            for _ in range(int(np.ceil(np.log2(max(cols.size, 2))))):  # chains of up to c units
-                reach = np.minimum(reach @ reach, 1.0)
-            members = reach[pos[firsts]] > 0                        # [movers, c]
-            rows = np.arange(ms.size)
-            for left_out in (ms, self._target[ms]):                 # itself, its target
-                inside = (left_out >= 0) & (pos[left_out] >= 0)
-                members[rows[inside], pos[left_out[inside]]] = False
-            done[sel] = self._turn_round(ms, cols, members, heading, goal)
-        return done
-
-    def _turn_round(self, ms: np.ndarray, cols: np.ndarray, members: np.ndarray,
-                    heading: np.ndarray, goal: np.ndarray) -> np.ndarray:
-        """_round_groups for one kind of mover: members [movers, c] the group of each among units
-        `cols` -> bool [movers]: headed round its group (heading changed in place)."""
-        z = self._z
-        rel = (z[None, cols] - z[ms, None]) * np.conj(heading[ms])[:, None]  # [movers, c] mover frame
-        d = np.abs(rel)
-        contact = self._radius[ms, None] + self._radius[None, cols] + COLLISION_TOL
-        half = np.arcsin(np.minimum(contact / np.maximum(d, _EPS), 1.0))
-        bearing = np.angle(rel)
-        left = np.where(members, bearing + half, -np.inf)
-        right = np.where(members, bearing - half, np.inf)
-        rows = np.arange(ms.size)
-        extreme = np.stack((left.argmax(axis=1), right.argmin(axis=1)))   # [2 (left, right), movers]
-        turn = np.stack((left[rows, extreme[0]], right[rows, extreme[1]]))  # [2, movers] angles
-        far, touch = d[rows, extreme], contact[rows, extreme]
-        tangent = np.sqrt(np.maximum(far * far - touch * touch, 0.0))
-        point = z[ms] + tangent * heading[ms] * np.exp(1j * turn)          # [2, movers] tangent points
-        cost = np.where(np.abs(turn) < np.pi, tangent + np.abs(goal[ms] - point), np.inf)
-        use_left = (cost[0] < cost[1]) | ((cost[0] == cost[1]) & (self._side[ms] >= 0))
-        ok = np.isfinite(np.where(use_left, cost[0], cost[1]))
-        turned = ms[ok]
-        self._side[turned] = np.where(use_left[ok], 1.0, -1.0)
-        heading[turned] = heading[turned] * np.exp(1j * np.where(use_left, turn[0], turn[1])[ok])
-        return ok
+        if m.size:
+            steering.steer(m, self._z, heading, length, rank, dist, goal, self._rsum_live,
+                           self._tick_speed_max, self._is_enemy, self._last_step, self._target,
+                           self._side, self.units.alive, self._layer, self._radius, _STEER_ROUNDS,
+                           COLLISION_TOL, _EPS)
 
     def _walkable(self, p: np.ndarray) -> np.ndarray:
         """Whether each unit could stand at p (its own grid; air anywhere on the map) -> bool [n]."""
