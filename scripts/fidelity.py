@@ -30,7 +30,6 @@ columns give the heuristic's gap to it.
 import argparse
 import datetime
 import json
-import hashlib
 import os
 import platform
 import subprocess
@@ -44,7 +43,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.join(ROOT, "src")
 sys.path.insert(0, SRC)
 
-from envs.starcraft.maps import MAP_REGISTRY  # noqa: E402  (needs src/ on sys.path)
+from envs.starcraft.backend import BUILTIN_SOURCES, builtin_sources_digest  # noqa: E402  (needs src/ on sys.path)
+from envs.starcraft.maps import MAP_REGISTRY  # noqa: E402
 
 # Heuristic column of the SMAC paper's results table (win %, StarCraft II 4.6.2).
 PAPER_HEURISTIC = {
@@ -58,15 +58,10 @@ POLICIES = ("heuristic", "random", "stop")
 EXTRA_POLICIES = ("choke",)
 # corridor: the corner of the open area at the choke, six places packed into it.
 CHOKE_HOLD = ((14.5, 14.5), (15.5, 14.5), (14.5, 15.5), (16.5, 14.5), (15.5, 15.5), (14.5, 16.5))
-ENGINE_FILES = ("engine.py", "units.py", "scenarios.py")
 
 
 def engine_id() -> str:
-    """Which simulator was measured: git commit (+ dirty flag) and a hash of the engine sources."""
-    digest = hashlib.sha256()
-    for name in ENGINE_FILES:
-        with open(os.path.join(SRC, "envs", "starcraft", name), "rb") as f:
-            digest.update(f.read())
+    """Which simulator was measured: git commit (+ dirty flag) and the digest of its sources."""
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
                                 capture_output=True, check=True).stdout.strip()
@@ -75,7 +70,8 @@ def engine_id() -> str:
         commit += " + uncommitted engine changes" if dirty else ""
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown commit"
-    return f"BuiltinEngine, git {commit}, sources sha256 {digest.hexdigest()[:12]} ({', '.join(ENGINE_FILES)})"
+    return (f"BuiltinEngine, git {commit}, sources sha256 {builtin_sources_digest()} "
+            f"({', '.join(BUILTIN_SOURCES)})")
 
 
 def choke_actions(env, places: dict[int, tuple[float, float]]) -> list[int]:

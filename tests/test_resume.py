@@ -16,7 +16,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from main import build_config
 from main_runs import read_json, run_dir, run_main
 from run import checkpoint
-from run.run import TrainingLoop, args_sanity_check, select_resume_checkpoint, setup_learning
+from envs.starcraft.backend import builtin_sources_digest
+from run.run import TrainingLoop, args_sanity_check, check_same_simulator, select_resume_checkpoint, setup_learning
 from runners import REGISTRY as r_REGISTRY
 from utils.logging import Logger
 
@@ -355,3 +356,40 @@ def test_a_stop_that_gives_up_on_a_hung_worker_still_saves_the_last_whole_iterat
     folder = os.path.join(str(tmp_path), "models", "token")
     state = checkpoint.verify(os.path.join(folder, "5"), need_state=True)
     assert (state["runner"]["t_env"], state["episode"]) == (5, 5)
+
+
+def test_a_checkpoint_of_other_simulator_code_is_refused_unless_allowed(caplog):
+    folder, this = "models/token/31", "aaaaaaaaaaaa"
+    check_same_simulator(folder, this, this, False, LOG)  # the same code: nothing to say
+    with pytest.raises(checkpoint.CheckpointError, match="checkpoint models/token/31 was trained on the built-in "
+                       "simulator with sources sha256 bbbbbbbbbbbb, this code's is aaaaaaaaaaaa"):
+        check_same_simulator(folder, "bbbbbbbbbbbb", this, False, LOG)
+    with caplog.at_level(logging.WARNING):
+        check_same_simulator(folder, "bbbbbbbbbbbb", this, True, LOG)
+        check_same_simulator(folder, None, this, False, LOG)
+    assert "allow_simulator_change=True: going on with simulator sources aaaaaaaaaaaa" in caplog.text
+    assert "the checkpoint records no built-in simulator version" in caplog.text
+
+
+def test_resume_on_the_builtin_simulator_checks_the_simulator_it_was_trained_on(tmp_path):
+    short = ["--config=qmix", "--env-config=sc2", "with", "env_args.map_name=3m", "env_args.backend=builtin",
+             "t_max=60", "batch_size_run=2", "buffer_size=8", "batch_size=4", "test_interval=100", "test_nepisode=2",
+             "use_cuda=False", "save_model=True", "save_model_interval=100", f"local_results_path={tmp_path}"]
+    first = run_main(*short)
+    assert first.returncode == 0, first.stderr[-3000:]
+    (token,) = os.listdir(tmp_path / "models")
+    saved = str(tmp_path / "models" / token)
+    folder = os.path.join(saved, str(max(checkpoint.saved_steps(saved))))  # the one resume picks
+    state = checkpoint.load_file(folder, checkpoint.TRAINING_STATE)
+    assert state["simulator"] == builtin_sources_digest()
+    state["simulator"] = "0123456789ab"  # as if trained on other simulator code
+    th.save(state, os.path.join(folder, checkpoint.TRAINING_STATE))
+    os.remove(os.path.join(folder, checkpoint.CHECKSUMS))
+    checkpoint.write_checksums(folder)
+    resume = ["t_max=120", "resume=True", f"checkpoint_path={saved}"]
+    refused = run_main(*short, *resume)
+    assert refused.returncode != 0
+    assert (f"checkpoint {folder} was trained on the built-in simulator with sources sha256 0123456789ab, "
+            f"this code's is {builtin_sources_digest()}") in refused.stderr
+    allowed = run_main(*short, *resume, "allow_simulator_change=True")
+    assert allowed.returncode == 0 and "Resumed at t_env" in allowed.stderr, allowed.stderr[-3000:]

@@ -28,6 +28,7 @@ import torch as th
 
 from components.episode_buffer import EpisodeBatch, PrioritizedReplayBuffer, ReplayBuffer, StorageBytes
 from controllers import REGISTRY as mac_REGISTRY
+from envs.starcraft.backend import builtin_sources_digest
 from learners import REGISTRY as le_REGISTRY
 from run import checkpoint
 from run.checkpoint import checkpoint_step  # noqa: F401  (importable from here, as before checkpoint.py)
@@ -51,7 +52,9 @@ def run(_run, _config: dict, _log) -> None:
     if resume is not None:
         args.env_seed_generation = resume.state["runner"]["seed_generation"] + 1
     if args.env == "sc2":
-        _log.info(f"SMAC engine: {args.env_args['backend']} (env_args.backend; auto picks StarCraft II "
+        simulator = simulator_of(args)
+        sources = f", sources sha256 {simulator}" if simulator else ""
+        _log.info(f"SMAC engine: {args.env_args['backend']}{sources} (env_args.backend; auto picks StarCraft II "
                   f"when it is installed under SC2PATH, else the built-in simulator)")
 
     _log.info("Experiment Parameters:")
@@ -68,6 +71,33 @@ def run(_run, _config: dict, _log) -> None:
     finally:
         logger.close()
     _log.info("Exiting script")
+
+
+def simulator_of(args: SimpleNamespace) -> str | None:
+    """The built-in SMAC simulator's source digest when the run plays on it, else None."""
+    if args.env == "sc2" and args.env_args.get("backend") == "builtin":
+        return builtin_sources_digest()
+    return None
+
+
+def check_same_simulator(folder: str, saved: str | None, current: str | None, allow_change: bool, _log) -> None:
+    """Refuse to resume a checkpoint trained on other built-in simulator code (`saved`, the
+    digest it recorded, against `current`): its curves would mix two simulators' battles, unless
+    allow_simulator_change=True (`allow_change`) says to go on."""
+    if saved == current:
+        return
+    if saved is None or current is None:
+        _log.warning(f"the checkpoint records no built-in simulator version (saved by an older marlkit, or not "
+                     f"on the built-in simulator); this run plays on {current or 'another engine'}")
+        return
+    if not allow_change:
+        raise checkpoint.CheckpointError(
+            f"checkpoint {folder} was trained on the built-in simulator with sources sha256 {saved}, this code's "
+            f"is {current}: its battles may differ and the curves would mix both; resume with the code "
+            f"it was trained with (its git commit is in the run's sacred run.json), or give "
+            f"allow_simulator_change=True to go on anyway")
+    _log.warning(f"allow_simulator_change=True: going on with simulator sources {current}; the checkpoint "
+                 f"was trained on {saved} (the curves from here on are the new simulator's)")
 
 
 class ResumePoint(SimpleNamespace):
@@ -88,6 +118,7 @@ def select_resume_checkpoint(args: SimpleNamespace, _log) -> ResumePoint:
     """The complete checkpoint under args.checkpoint_path to resume from (see checkpoint.select)."""
     folder, step, state = checkpoint.select(args.checkpoint_path, args.load_step, need_state=True, log=_log)
     _log.info(f"Resuming from {folder} (t_env {step}, episode {state['episode']})")
+    check_same_simulator(folder, state.get("simulator"), simulator_of(args), args.allow_simulator_change, _log)
     for stale in checkpoint.remove_stale_temporaries(args.checkpoint_path):
         _log.warning(f"removed {stale}, a checkpoint that a process which died while saving left unfinished")
     if is_new_branch(args):
@@ -477,7 +508,7 @@ class TrainingLoop:
         return {"version": checkpoint.STATE_VERSION, "files": files, "episode": self.episode,
                 "last_test_t": self.last_test_t, "last_log_t": self.last_log_t, "model_save_t": self.model_save_t,
                 "runner": self.runner.state_dict(), "learner": self.learner.state_dict(),
-                "train_precision": self.args.train_precision,
+                "train_precision": self.args.train_precision, "simulator": simulator_of(self.args),
                 "rng": checkpoint.rng_states(), "sacred_info": self.logger.sacred_info_copy()}
 
     def resume(self, point) -> None:

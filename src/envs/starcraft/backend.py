@@ -5,6 +5,7 @@
 users who have StarCraft II get it without changing a config; when it falls back it says in one
 line which file it looked for. The game is looked for where pysc2 will look (without importing it).
 """
+import hashlib
 import logging
 import os
 import platform
@@ -30,6 +31,10 @@ _EXECUTE_INFO = {
     "Windows": ("~/Documents/StarCraft II/ExecuteInfo.txt", 3),
     "Darwin": ("~/Library/Application Support/Blizzard/StarCraft II/ExecuteInfo.txt", 6),
 }
+
+# The code that decides the built-in simulator's battles and what its env returns.
+BUILTIN_SOURCES = ("starcraft2.py", "maps.py", "scenarios.py", "units.py", "unit_ids.py", "engine.py",
+                   "collisions.py", "steering.py")
 
 logger = logging.getLogger(__name__)
 _told: set[str] = set()  # fallback lines already logged by this process
@@ -158,3 +163,14 @@ def make_engine(backend: str, map_name: str, seed: int | None, step_mul: int = 8
 
         engine = RecordingEngine(engine, map_name)
     return engine
+
+
+def builtin_sources_digest() -> str:
+    """SHA-256 (first 12 hex digits) of the built-in simulator's sources (BUILTIN_SOURCES): runs
+    and fidelity reports record it, so that results of two versions of the simulator are never
+    taken for one another (a resumed run refuses a checkpoint trained on another)."""
+    digest = hashlib.sha256()
+    folder = Path(__file__).parent
+    for name in BUILTIN_SOURCES:
+        digest.update((folder / name).read_bytes())
+    return digest.hexdigest()[:12]
