@@ -2,6 +2,8 @@
 import logging
 from types import SimpleNamespace
 
+import numpy as np
+
 from utils.logging import Logger
 from utils.timehelper import time_left, time_str
 
@@ -66,3 +68,24 @@ def test_time_helpers():
     assert time_str(2 * 86400 + 3 * 3600 + 4 * 60 + 5.9) == "2 days, 3 hours, 4 minutes, 5 seconds"
     assert time_str(59) == "59 seconds"
     assert time_left(0.0, 0, 100, 100) == "-"
+
+
+def test_numba_compiling_the_simulator_loops_does_not_flood_the_console():
+    from numba import njit
+
+    from utils.logging import get_logger
+
+    def total(values):
+        s = 0.0
+        for v in values:
+            s = s + v
+        return s
+
+    root = get_logger()  # the console logger of main.py (level DEBUG)
+    records = ListHandler()
+    root.addHandler(records)
+    try:
+        njit(total)(np.ones(3))  # a compilation, as the built-in simulator's first step does
+    finally:
+        root.removeHandler(records)
+    assert not [m for m in records.messages if "bytecode" in m or "SSA" in m], records.messages[:3]

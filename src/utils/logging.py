@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 
 _CONSOLE_FORMAT = "[%(levelname)s %(asctime)s] %(name)s %(message)s"
-# Third-party loggers that flood the console at DEBUG level (GitPython runs when sacred records git info).
-_QUIET_LOGGERS = ("git",)
+# Third-party loggers that flood the console at DEBUG level (GitPython runs when sacred records git info;
+# Numba logs every compilation pass when the built-in simulator compiles its loops).
+_QUIET_LOGGERS = ("git", "numba")
 _STATS_PER_LINE = 4
 # Stats whose latest value is more telling than a mean over the print window.
 _LATEST_ONLY = ("epsilon",)
