@@ -1,5 +1,6 @@
 """Faults: env workers that die or hang, envs that return NaN, interrupts and parent death leave no
 process behind."""
+import glob
 import os
 import signal
 import subprocess
@@ -242,6 +243,11 @@ def forkserver_of(pid: int) -> psutil.Process:
 def test_a_stop_signal_to_the_process_group_saves_and_stops_cleanly(tmp_path, sig):
     """What systemd, Slurm's scancel or Ctrl-C in a terminal do: every process of the group gets the signal."""
     proc, log_path = start_training(tmp_path, "t_max=10000000")
+    # The stop is to come during training: after the first iteration's checkpoint (the workers' first
+    # episodes can take seconds: each loads the simulator's compiled loops, or compiles them in a new clone).
+    deadline = time.monotonic() + 90
+    while not glob.glob(str(tmp_path / "models" / "*" / "[0-9]*")) and time.monotonic() < deadline:
+        time.sleep(0.2)
     try:
         descendants = [child.pid for child in psutil.Process(proc.pid).children(recursive=True)]
         assert len(descendants) >= 5  # the forkserver and 4 workers (and the resource tracker)
