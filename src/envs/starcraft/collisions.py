@@ -81,12 +81,40 @@ def slide(padded: np.ndarray, border: int, g: int, x: float, y: float,
 
 
 @njit(cache=True)
-def slide_rows(padded: np.ndarray, border: int, grid: np.ndarray, z: np.ndarray,
-               rows: np.ndarray, step: np.ndarray) -> None:
-    """slide() for units `rows` of z (complex [n], changed in place); step: complex [rows]."""
-    for k in range(rows.size):
-        i = rows[k]
-        x, y, _ = slide(padded, border, grid[i], z[i].real, z[i].imag, step[k].real, step[k].imag)
+def lines_blocked(padded: np.ndarray, border: int, grid: np.ndarray, z: np.ndarray,
+                  units: np.ndarray, dest: np.ndarray, fractions: np.ndarray) -> np.ndarray:
+    """Whether the straight line from each unit units[r] to dest[r] crosses ground its grid
+    blocks, tested at `fractions` (0..1) of the way -> bool [units]."""
+    out = np.zeros(units.size, dtype=np.bool_)
+    for r in range(units.size):
+        i = units[r]
+        x, y = z[i].real, z[i].imag
+        sx, sy = dest[r].real - x, dest[r].imag - y
+        for f in fractions:
+            if not walkable(padded, border, grid[i], x + sx * f, y + sy * f):
+                out[r] = True
+                break
+    return out
+
+
+@njit(cache=True)
+def advance(padded: np.ndarray, border: int, grid: np.ndarray, z: np.ndarray, going: np.ndarray,
+            heading: np.ndarray, length: np.ndarray, blocked: np.ndarray, last_step: np.ndarray) -> None:
+    """Move each unit that is `going` by heading * length (z in place); a step the terrain
+    blocks slides along the wall (slide()). Writes blocked (whether the terrain blocked the
+    step) and last_step (the distance moved, 0 for the others) [n]."""
+    for i in range(z.size):
+        blocked[i] = False
+        last_step[i] = 0.0
+        if not going[i]:
+            continue
+        x0, y0 = z[i].real, z[i].imag
+        sx, sy = heading[i].real * length[i], heading[i].imag * length[i]
+        x, y = x0 + sx, y0 + sy
+        if not walkable(padded, border, grid[i], x, y):
+            blocked[i] = True
+            x, y, _ = slide(padded, border, grid[i], x0, y0, sx, sy)
+        last_step[i] = norm(x - x0, y - y0)
         z[i] = complex(x, y)
 
 

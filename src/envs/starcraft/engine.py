@@ -45,13 +45,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envs.starcraft import collisions, steering
+from envs.starcraft import collisions, orders, steering
 from envs.starcraft import units as us
 from envs.starcraft.collisions import R_ANCHORED, R_FIXED, R_IDLE, R_MOVING
 from envs.starcraft.scenarios import Scenario, get_scenario
 
-# Order kinds of BuiltinEngine.step (the engine contract).
-ORDER_KEEP, ORDER_STOP, ORDER_MOVE, ORDER_ATTACK, ORDER_HEAL = 0, 1, 2, 3, 4
+# Order kinds of BuiltinEngine.step (the engine contract): see orders.py.
+ORDER_KEEP, ORDER_STOP, ORDER_MOVE, ORDER_ATTACK, ORDER_HEAL = orders.ORDER_KINDS
 
 # Internal unit modes. _GUARD: an attack-moving enemy that reached its point (idle, but it
 # still acquires targets automatically, as idle SC2 units do).
@@ -433,6 +433,7 @@ class BuiltinEngine:
         self._mobile = self._speed > 0
         self._side = np.zeros(n)  # side (+1 left, -1 right) a blocked mover last turned to
         self._last_step = np.zeros(n)  # distance each unit moved in the last tick
+        self._blocked = np.zeros(n, dtype=bool)  # whether the terrain blocked its step this tick
         self._loop = 0
         self._deaths = False
         self._rng = np.random.default_rng([self._base_seed, 0, 1])
@@ -528,7 +529,7 @@ class BuiltinEngine:
     # ------------------------------------------------------------------ step
     def step(self, kind: np.ndarray, tx: np.ndarray, ty: np.ndarray, target: np.ndarray) -> Units:
         """Issue one order per ally (engine ally order), then advance step_mul game loops."""
-        self._issue(np.asarray(kind), np.asarray(tx, dtype=np.float64),
+        self._issue(np.asarray(kind, dtype=np.int64), np.asarray(tx, dtype=np.float64),
                     np.asarray(ty, dtype=np.float64), np.asarray(target, dtype=np.int64))
         self.last_attacks = []
         for _ in range(self.step_mul // self._tick_loops):
@@ -539,18 +540,12 @@ class BuiltinEngine:
         na = self.n_allies
         if kind.shape != (na,):
             raise ValueError(f"step expects one order per ally ({na}), got kind of shape {kind.shape}")
-        act = _indices((kind != ORDER_KEEP) & self.units.alive[:na])
-        if act.size == 0:
-            return
-        k = kind[act]
-        if k.min() < ORDER_KEEP or k.max() > ORDER_HEAL:
+        wrong = orders.issue(kind, tx, ty, target, self.n, self.units.alive, _MODE_OF_ORDER,
+                             self._mode, self._point, self._z, self._target)
+        if wrong == orders.BAD_KIND:
             raise ValueError(f"order kinds must be 0..4 (keep, stop, move, attack, heal), got {kind}")
-        aimed = act[k >= ORDER_ATTACK]
-        if aimed.size and (target[aimed].min() < 0 or target[aimed].max() >= self.n):
+        if wrong == orders.BAD_TARGET:
             raise ValueError(f"attack/heal targets must be unit indices 0..{self.n - 1}, got {target}")
-        self._mode[act] = _MODE_OF_ORDER[k]
-        self._point[act] = np.where(k == ORDER_MOVE, tx[act] + 1j * ty[act], self._z[act])
-        self._target[act] = np.where(k >= ORDER_ATTACK, target[act], -1)
 
     # ------------------------------------------------------------------ one tick
     def _tick(self, k: int) -> None:
@@ -604,15 +599,10 @@ class BuiltinEngine:
                 self._route_headings(routed, dest[routed], heading)
         goal = z + heading * np.maximum(d, length)
         self._steer(going, heading, length, rank, dist, goal)
-        step = heading * length
-        new = z + step
-        blocked = going & ~self._walkable(new)
-        if blocked.any():  # slide along the wall: keep the walkable axis of the step, else stay
-            rows = _indices(blocked)
-            new[rows] = z[rows]
-            collisions.slide_rows(self._padded, _BORDER, self._grid_of, new, rows, step[rows])
-        self._last_step = np.where(going, np.abs(new - z), 0.0)
-        np.copyto(z, new, where=going)
+        # Step; where the terrain blocks it, slide along the wall (keep the walkable axis, else stay).
+        blocked = self._blocked
+        collisions.advance(self._padded, _BORDER, self._grid_of, z, going, heading, length, blocked,
+                           self._last_step)
         arrive = np.where(movers & has_t & (remaining <= self._tick_speed) & ~blocked,
                           np.ceil(np.maximum(remaining, 0.0) * self._inv_speed), np.inf)
         # A unit that reached its move point stops there (it does not walk back when pushed);
@@ -639,11 +629,9 @@ class BuiltinEngine:
     def _line_blocked(self, g: np.ndarray, dest: np.ndarray) -> np.ndarray:
         """Whether the straight line from each unit g to dest crosses a cell its grid blocks
         (sampled every half cell) -> bool [len(g)]."""
-        z = self._z[g]
-        span = dest - z
-        k = int(np.ceil(2.0 * np.abs(span).max())) + 1
-        pts = z[:, None] + span[:, None] * _fractions(k)[None, :]     # [g, k]
-        return ~self._walkable_on(self._grid_of[g][:, None], pts).all(axis=1)
+        k = int(np.ceil(2.0 * np.abs(dest - self._z[g]).max())) + 1
+        return collisions.lines_blocked(self._padded, _BORDER, self._grid_of, self._z, g, dest,
+                                        _fractions(k))
 
     def _route_headings(self, units: np.ndarray, dest: np.ndarray, heading: np.ndarray) -> None:
         """Headings (in place) of units whose straight line to `dest` is blocked by terrain: along
@@ -928,40 +916,15 @@ class BuiltinEngine:
         range (often the same unit); if nothing is there it keeps chasing. Units ordered to
         attack given units (2c_vs_64zg) go for the nearest of them, anywhere on the map."""
         na = self.n_allies
-        alive = self.units.alive
-        tgt = self._target[na:]
-        mode = self._mode[na:]
-        live = alive[na:]
         if self._enemy_healers.size:
             self._medivac_ai(dist)
         if self._hunts:
             self._hunt(dist)
-        auto = live & self._enemy_armed & _ACQUIRES[mode]
-        if not auto.any():
-            return
-        edge = dist[na:, :na] - self._ea_edge                     # [enemies, allies]
-        valid = self._ea_attack & alive[None, :na]
-        cls = np.where(valid, self._ea_class, -1.0)
-        has = auto & (tgt >= 0)
-        cur = np.minimum(np.maximum(tgt, 0), na - 1)  # (a Medivac's target is a friend: not an ally index)
-        cur_edge = edge[self._e_rows, cur]
-        cur_cls = np.where(has, cls[self._e_rows, cur], -1.0)
-        in_weapon = edge <= self._e_range[:, None]
-        # Keep a target in weapon range unless a better class is in weapon range too.
-        better = (in_weapon & (cls > cur_cls[:, None])).any(axis=1)
-        keep = has & (cur_edge <= self._e_range) & ~better
-        acquire = auto & ~keep
-        if not acquire.any():
-            return
-        scan = edge <= self._e_scan[:, None]
-        cand_cls = np.where(scan, cls, -1.0)
-        top = cand_cls.max(axis=1)
-        # Within the best class, the nearest; nothing in scan range: keep chasing (or walk on).
-        score = np.where((cand_cls == top[:, None]) & (top[:, None] >= 0.0), edge, np.inf)
-        best = score.argmin(axis=1)
-        found = score[self._e_rows, best] < np.inf
-        new = np.where(found, best, tgt)
-        tgt[acquire] = new[acquire]
+        alive = self.units.alive
+        auto = alive[na:] & self._enemy_armed & _ACQUIRES[self._mode[na:]]
+        if auto.any():
+            orders.acquire(dist, na, alive, self._target, auto, self._ea_attack, self._ea_class,
+                           self._ea_edge, self._e_range, self._e_scan)
 
     def _hunt(self, dist: np.ndarray) -> None:
         """Enemies ordered to attack given allies whose target is gone take the nearest of them."""
