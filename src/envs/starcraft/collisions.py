@@ -208,3 +208,67 @@ def solve_sweeps(z: np.ndarray, la: np.ndarray, lb: np.ndarray, rsum: np.ndarray
                     stuck = True
         if stuck:
             _fill_shares(la, lb, mass_a, mass_b, same_side, rank, by_mass, share_a, share_b)
+
+
+@njit(cache=True)
+def pair_gaps(z: np.ndarray, pair_a: np.ndarray, pair_b: np.ndarray, tie: np.ndarray,
+              rsum: np.ndarray) -> np.ndarray:
+    """Edge gap of every pair (pair_a[p], pair_b[p]) of units z: centre distance (with the
+    pair's tie-break offset) minus the radius sum (-inf for a dead unit: +inf gap) -> [pairs]."""
+    gap = np.empty(pair_a.size)
+    for p in range(pair_a.size):
+        a, b = pair_a[p], pair_b[p]
+        gap[p] = norm(z[a].real - z[b].real + tie[p].real, z[a].imag - z[b].imag + tie[p].imag) - rsum[p]
+    return gap
+
+
+@njit(cache=True)
+def _solve_round(z, watched, pair_a, pair_b, tie, rsum, mass, is_enemy, rank, grid, padded,
+                 border, jammed, tol, eps, relax, max_sweeps, rule_sweeps) -> None:
+    """solve_sweeps over the watched pairs (indices into the pair list), on the units of those
+    pairs only (local indices, in unit order); z and rank (all units) change in place."""
+    a, b = pair_a[watched], pair_b[watched]
+    seen = np.zeros(z.size, dtype=np.bool_)
+    seen[a] = True
+    seen[b] = True
+    units = np.nonzero(seen)[0]
+    position = np.empty(z.size, dtype=np.int64)
+    position[units] = np.arange(units.size)
+    local_z, local_rank = z[units], rank[units]
+    solve_sweeps(local_z, position[a], position[b], rsum[watched], tie[watched], mass[a], mass[b],
+                 is_enemy[a] == is_enemy[b], local_rank, grid[units], padded, border, jammed, tol,
+                 eps, relax, max_sweeps, rule_sweeps)
+    z[units] = local_z
+    rank[units] = local_rank
+
+
+@njit(cache=True)
+def separate(z: np.ndarray, moved: np.ndarray, pair_a: np.ndarray, pair_b: np.ndarray,
+             tie: np.ndarray, rsum: np.ndarray, mass: np.ndarray, is_enemy: np.ndarray,
+             rank: np.ndarray, grid: np.ndarray, padded: np.ndarray, border: int, tol: float,
+             eps: float, relax: float, max_sweeps: int, rule_sweeps: int, rounds: int,
+             margin: float) -> None:
+    """The collision solver of one tick (engine._separate says what it does): z in place.
+
+    moved: which units moved this tick [n] (only they can have run into another); pairs: the
+    pairs that can collide, with their tie-break offsets and radius sums (-inf once dead);
+    rank: pushing ranks [n] (not changed: units found stuck count as R_FIXED in a copy).
+    Each round solves the pairs closer than margin * (round + 1) beyond contact, the first
+    under the pushing rules, the later ones by mass."""
+    gap = pair_gaps(z, pair_a, pair_b, tie, rsum)
+    hit = False
+    for p in range(gap.size):
+        if gap[p] < -tol and (moved[pair_a[p]] or moved[pair_b[p]]):
+            hit = True
+            break
+    if not hit:
+        return
+    rank = rank.copy()
+    for rnd in range(rounds):
+        if rnd > 0:
+            gap = pair_gaps(z, pair_a, pair_b, tie, rsum)
+            if gap.min() >= -tol:
+                return
+        watched = np.nonzero(gap < margin * (1 + rnd))[0]
+        _solve_round(z, watched, pair_a, pair_b, tie, rsum, mass, is_enemy, rank, grid, padded,
+                     border, rnd > 0, tol, eps, relax, max_sweeps, rule_sweeps)

@@ -832,52 +832,11 @@ class BuiltinEngine:
         shares by mass: after COLLISION_RULE_ITERS sweeps, and in every later round."""
         # Only a unit that moved this tick can have run into another (the last solve left none).
         moved = self._last_step > 0.0
-        if not moved.any():
-            return
-        gap = self._pair_gaps()
-        over = gap < -COLLISION_TOL
-        if not over.any() or not (over & (moved[self._pair_a] | moved[self._pair_b])).any():
-            return
-        rank = rank.copy()  # units found stuck against a wall become immobile for the solve
-        for rnd in range(_SEP_ROUNDS):  # pairs pushed into contact during a solve: the next
-            if rnd > 0:
-                gap = self._pair_gaps()
-                if gap.min() >= -COLLISION_TOL:
-                    return
-            # The watched pairs widen round by round (a unit squeezed from both sides moves far).
-            watched = _indices(gap < _SEP_MARGIN * (1 + rnd))
-            self._solve_round(watched, rank, jammed=rnd > 0)
-
-    def _pair_gaps(self) -> np.ndarray:
-        """Edge gap of every pair that can collide (+inf once one of them is dead) -> float [P]."""
-        z = self._z
-        return np.abs(z[self._pair_a] - z[self._pair_b] + self._pair_tie) - self._pair_rsum_live
-
-    def _solve_round(self, pairs: np.ndarray, rank: np.ndarray, jammed: bool) -> None:
-        """One round of _separate over the watched pairs (indices into the pair list): sweeps
-        until no watched pair overlaps by more than COLLISION_TOL (collisions.solve_sweeps).
-        Works on the units of those pairs only (local indices); `rank` (all units) is updated
-        in place for stuck units."""
-        a, b = self._pair_a[pairs], self._pair_b[pairs]
-        units, local = self._local_indices(np.concatenate((a, b)))
-        z, unit_rank = self._z[units], rank[units]
-        collisions.solve_sweeps(
-            z, local[:a.size], local[a.size:], self._pair_rsum_live[pairs], self._pair_tie[pairs],
-            self._mass[a], self._mass[b], self._is_enemy[a] == self._is_enemy[b], unit_rank,
-            self._grid_of[units], self._padded, _BORDER, jammed, COLLISION_TOL, _EPS, _SEP_RELAX,
-            COLLISION_MAX_ITERS, COLLISION_RULE_ITERS)
-        self._z[units] = z
-        rank[units] = unit_rank
-
-    def _local_indices(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """np.unique(idx, return_inverse=True) for unit indices, by a table over the n units
-        (unique sorts: several times slower on the solver's few hundred pairs)."""
-        seen = np.zeros(self.n, dtype=bool)
-        seen[idx] = True
-        units = _indices(seen)
-        position = np.empty(self.n, dtype=np.int64)
-        position[units] = np.arange(units.size)
-        return units, position[idx]
+        if moved.any():
+            collisions.separate(self._z, moved, self._pair_a, self._pair_b, self._pair_tie,
+                                self._pair_rsum_live, self._mass, self._is_enemy, rank, self._grid_of,
+                                self._padded, _BORDER, COLLISION_TOL, _EPS, _SEP_RELAX,
+                                COLLISION_MAX_ITERS, COLLISION_RULE_ITERS, _SEP_ROUNDS, _SEP_MARGIN)
 
     def _regenerate(self, k: int) -> None:
         """Shields (after the delay without damage), Zerg health and Medivac energy."""
