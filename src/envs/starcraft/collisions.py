@@ -18,12 +18,23 @@ a border of `border` blocked cells.
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import intrinsic
 
 WHOLE = 15  # code of a walkable cell
 # Pushing ranks (who gives way in a collision): the lower rank gives way to the higher; equal
 # ranks share the correction by mass (radius squared).
 R_IDLE, R_MOVING, R_ANCHORED, R_FIXED = 0, 1, 2, 3
+EPS = 1e-9  # the engine's floor for lengths it divides by
+
+
+@intrinsic
+def fma(typingctx, a, b, c):
+    """a * b + c rounded once (fused multiply-add), as NumPy's complex multiply computes its
+    parts on CPUs that have it: real = fma(ar, br, -(ai * bi)), imag = fma(ar, bi, ai * br)."""
+    def codegen(context, builder, signature, args):
+        return builder.fma(*args)
+    return types.float64(types.float64, types.float64, types.float64), codegen
 
 
 @njit(cache=True, fastmath={"contract"})

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envs.starcraft import collisions, orders, steering
+from envs.starcraft import collisions, combat, orders, steering
 from envs.starcraft import units as us
 from envs.starcraft.collisions import R_ANCHORED, R_FIXED, R_IDLE, R_MOVING
 from envs.starcraft.scenarios import Scenario, get_scenario
@@ -80,7 +80,7 @@ _SLOTS = np.exp(2j * np.pi * np.arange(16) / 16)  # places round a target a mele
 _BORDER = 4             # blocked cells around the padded grids (> one tick of movement)
 _CHASE_SLACK = 0.02     # a chasing unit stops this far inside its range
 _PLACE_MARGIN = 0.25    # gap between units placed at one spawn point
-_EPS = 1e-9
+_EPS = collisions.EPS
 # Target classes of automatic targeting: threat first, then Attack Target Priority (0..20).
 _THREAT_CLASS = 100
 
@@ -437,6 +437,13 @@ class BuiltinEngine:
         self._loop = 0
         self._deaths = False
         self._rng = np.random.default_rng([self._base_seed, 0, 1])
+        u = self.units
+        self._army = combat.Army(
+            z=self._z, alive=u.alive, health=u.health, shield=u.shield, last_damage=self._last_damage,
+            mobile=self._mobile, target=self._target, mode=self._mode, rsum=self._rsum_live,
+            pair_a=self._pair_a, pair_b=self._pair_b, pair_rsum=self._pair_rsum_live,
+            radius=self._radius, armor=self._armor, raw=self._raw, can_attack=self._can_attack,
+            hits=self._hits, splash=self._splash, acquires=_ACQUIRES, idle=_IDLE, n_allies=self.n_allies)
 
     # ------------------------------------------------------------------ reset
     def reset(self) -> Units:
@@ -450,11 +457,11 @@ class BuiltinEngine:
         u.energy[:] = self._energy0
         u.weapon_cooldown[:] = 0.0
         u.alive[:] = True
-        self._mobile = self._speed > 0
+        self._mobile[:] = self._speed > 0
         self._side[:] = 0.0
         self._last_step[:] = self._tick_speed  # as if all were walking at full speed
-        self._rsum_live = self._rsum.copy()
-        self._pair_rsum_live = self._rsum[self._pair_a, self._pair_b]
+        self._rsum_live[:] = self._rsum  # (in place: self._army holds these arrays)
+        self._pair_rsum_live[:] = self._rsum[self._pair_a, self._pair_b]
         self._last_damage[:] = -np.inf
         self._loop = 0
         self._deaths = False
@@ -710,98 +717,9 @@ class BuiltinEngine:
         shooters = _indices(fire)
         order = shooters[np.lexsort((shooters, offset[shooters]))]
         delays = self._rng.uniform(*us.WEAPON_RANDOM_DELAY_LOOPS, size=order.size)
-        targets = tgt[order]  # a copy: deaths during the loop clear targets
-        died_at = {}
-        for i, t, delay in zip(order.tolist(), targets.tolist(), delays.tolist()):
-            at = offset[i]
-            if died_at.get(i, at) < at:
-                continue  # killed earlier in this tick
-            if t in died_at:
-                if died_at[t] < at:
-                    continue  # target gone: retarget next tick, weapon stays ready
-            else:
-                self._hit(i, t, at, died_at)
-            cd[i] = self._period[i] + delay - (k - at)
-        if died_at:
-            self._deaths = True
-
-    def _hit(self, i: int, t: int, at: float, died_at: dict) -> None:
-        """Resolve one shot of unit i at unit t (splash included)."""
-        splash = self._splash[i]
-        if splash == us.SPLASH_BURST:
-            self._kill(i, at, died_at)  # the burst records its victims
-            return
-        self.last_attacks.append((i, t))
-        for _ in range(self._hits[i]):
-            self._damage(t, self._raw[i, t], at, died_at)
-        if splash == us.SPLASH_LINE:
-            self._line_splash(i, t, at, died_at)
-        if t >= self.n_allies and _ACQUIRES[self._mode[t]] and self._target[t] < 0 \
-                and self._can_attack[t, i]:
-            self._target[t] = i  # respond to the attacker (stock units: Response=Acquire)
-
-    def _damage(self, t: int, raw: float, at: float, died_at: dict) -> None:
-        """One hit: shields absorb first (no armour), the rest is reduced by the armour."""
-        u = self.units
-        if not u.alive[t]:
-            return
-        shield = u.shield[t]
-        if shield >= raw:
-            u.shield[t] = shield - raw
-        else:
-            u.shield[t] = 0.0
-            u.health[t] -= max(0.5, raw - shield - self._armor[t])
-        self._last_damage[t] = self._loop + at
-        if u.health[t] <= 0.0:
-            self._kill(t, at, died_at)
-
-    def _kill(self, t: int, at: float, died_at: dict) -> None:
-        if not self.units.alive[t]:
-            return
-        self._remove(t)
-        died_at[t] = at
-        if self._bursters[t]:
-            self._burst(t, at, died_at)
-
-    def _remove(self, t: int) -> None:
-        """Take unit t out of the battle (health and shield 0, no orders, no collisions)."""
-        u = self.units
-        u.alive[t] = False
-        u.health[t] = 0.0
-        u.shield[t] = 0.0
-        self._deaths = True
-        self._mobile[t] = False
-        self._target[t] = -1
-        self._mode[t] = _IDLE
-        self._rsum_live[t, :] = -np.inf
-        self._rsum_live[:, t] = -np.inf
-        self._pair_rsum_live[(self._pair_a == t) | (self._pair_b == t)] = -np.inf
-
-    def _burst(self, b: int, at: float, died_at: dict) -> None:
-        """Volatile Burst around dead Baneling b: every enemy ground unit within 2.2 (edge)."""
-        u = self.units
-        near = np.abs(self._z - self._z[b]) <= us.BURST_RADIUS + self._radius
-        victims = np.flatnonzero(near & u.alive & self._can_attack[b])
-        for v in victims:
-            self.last_attacks.append((b, int(v)))
-            self._damage(int(v), self._raw[b, v], at, died_at)
-
-    def _line_splash(self, i: int, t: int, at: float, died_at: dict) -> None:
-        """Thermal Lances: a line across the attack direction centred on the target."""
-        u = self.units
-        z = self._z
-        axis = z[t] - z[i]
-        axis /= max(abs(axis), _EPS)
-        rel = (z - z[t]) * np.conj(axis)   # [n] target frame: real = along attack, imag = across
-        r = self._radius
-        across = np.abs(rel.imag) <= 0.5 * us.LINE_SPLASH_LENGTH + r
-        along = np.abs(rel.real) <= 0.5 * us.LINE_SPLASH_WIDTH + r
-        hit = across & along & u.alive & self._can_attack[i]
-        hit[t] = False
-        for v in np.flatnonzero(hit):
-            self.last_attacks.append((i, int(v)))
-            for _ in range(self._hits[i]):
-                self._damage(int(v), self._raw[i, v], at, died_at)
+        attacks, deaths = combat.fire(self._army, order, delays, offset, cd, self._period, k, self._loop)
+        self.last_attacks += attacks
+        self._deaths |= deaths
 
     def _heal(self, in_range: np.ndarray, k: int) -> None:
         """Medivacs on a heal order, in range of a biological ground unit: 9 HP/game-s for energy."""
@@ -921,7 +839,8 @@ class BuiltinEngine:
     def kill_units(self, indices: list[int]) -> None:
         """Remove units at once, like SC2's DebugKillUnit (no Baneling burst); for tests."""
         for t in indices:
-            self._remove(int(t))
+            combat.remove(self._army, int(t))
+        self._deaths = True
 
     def move_unit(self, index: int, x: float, y: float) -> None:
         """Put a unit at (x, y), which must be walkable for it; for tests and scripted set-ups."""
