@@ -587,14 +587,9 @@ class BuiltinEngine:
         """Move the movers for one tick; return the loop offset at which each chaser gets in range
         (inf for the others)."""
         z = self._z
-        dest = np.where(has_t, z[self._target], self._point)
-        delta = dest - z
-        d = np.abs(delta)
-        remaining = d - (reach - _CHASE_SLACK) * has_t
-        length = np.maximum(np.minimum(self._tick_speed, remaining), 0.0) * movers
-        heading = delta / np.maximum(d, _EPS)
-        going = movers & (length > 0)
-        close = _indices(going & has_t & self._melee & (remaining < _SURROUND_LOOK))
+        dest, d, remaining, length, heading, going, close = steering.chase(
+            z, self._target, self._point, has_t, movers, reach, self._tick_speed, self._melee,
+            _CHASE_SLACK, _SURROUND_LOOK, _EPS)
         if close.size:
             self._surround(close, heading, length, reach, dist)
         # Terrain: a mover whose straight line to its destination crosses a blocked cell heads
@@ -610,16 +605,13 @@ class BuiltinEngine:
         blocked = self._blocked
         collisions.advance(self._padded, _BORDER, self._grid_of, z, going, heading, length, blocked,
                            self._last_step)
-        arrive = np.where(movers & has_t & (remaining <= self._tick_speed) & ~blocked,
-                          np.ceil(np.maximum(remaining, 0.0) * self._inv_speed), np.inf)
         # A unit that reached its move point stops there (it does not walk back when pushed);
         # an attack-moving enemy that reached its point stays and keeps acquiring (SC2 idle).
         reached = going & (remaining <= self._tick_speed) & ~has_t
         self._mode[reached & (self._mode == _MOVE)] = _IDLE
         self._mode[reached & (self._mode == _ATTACK_MOVE)] = _GUARD
-        # Only a chaser that really got there (not steered or blocked) may fire this tick.
-        arrive[np.abs(z[self._target] - z) > reach] = np.inf
-        return arrive
+        return steering.arrivals(z, self._target, movers, has_t, remaining, self._tick_speed, blocked,
+                                 self._inv_speed, reach)
 
     def _surround(self, close: np.ndarray, heading: np.ndarray, length: np.ndarray,
                   reach: np.ndarray, dist: np.ndarray) -> None:

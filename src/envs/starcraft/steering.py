@@ -1,8 +1,11 @@
-"""Local avoidance of the built-in engine's movers, compiled with Numba (see collisions.py).
+"""Movement of the built-in engine's units in one tick, compiled with Numba (see collisions.py).
 
-`steer` settles the headings and step lengths of one tick's movers against the units near them;
-engine.BuiltinEngine._steer says what it does and why, the functions here how. Positions and
-headings are complex numbers (x + iy); a pair (r, j) is mover m[r] and a unit j near it.
+`chase` plans each mover's straight step towards its target or point and `arrivals` tells when
+a chaser gets in range; `steer` settles the headings and step lengths of one tick's movers
+against the units near them (local avoidance) and `surround` sends melee chasers round their
+target. engine.BuiltinEngine._move, _steer and _surround say what they do and why, the
+functions here how. Positions and headings are complex numbers (x + iy); in `steer` a pair
+(r, j) is mover m[r] and a unit j near it.
 """
 import cmath
 import math
@@ -11,6 +14,55 @@ import numpy as np
 from numba import njit
 
 from envs.starcraft.collisions import R_ANCHORED, R_IDLE, R_MOVING, norm, walkable
+
+
+@njit(cache=True)
+def chase(z: np.ndarray, target: np.ndarray, point: np.ndarray, has_t: np.ndarray,
+          movers: np.ndarray, reach: np.ndarray, tick_speed: np.ndarray, melee: np.ndarray,
+          slack: float, look: float, eps: float):
+    """Each unit's straight step of this tick -> (dest, d, remaining, length, heading, going,
+    close), arrays [n] but close.
+
+    dest: its target's position (has_t) or its order point; d: the distance to it; remaining:
+    how far it has to go (to `slack` inside its range `reach` of the target, or to the point);
+    length: its step, at most tick_speed (0 for units not among the movers); heading: the unit
+    vector to dest; going: movers with a step to take; close: the melee chasers that are going
+    and within `look` of their range (candidates for surround)."""
+    n = z.size
+    dest = np.empty(n, dtype=np.complex128)
+    heading = np.empty(n, dtype=np.complex128)
+    d, remaining, length = np.empty(n), np.empty(n), np.empty(n)
+    going = np.empty(n, dtype=np.bool_)
+    close = []
+    for i in range(n):
+        dest[i] = z[target[i]] if has_t[i] else point[i]
+        dx, dy = dest[i].real - z[i].real, dest[i].imag - z[i].imag
+        d[i] = norm(dx, dy)
+        remaining[i] = d[i] - (reach[i] - slack) if has_t[i] else d[i]
+        length[i] = max(min(tick_speed[i], remaining[i]), 0.0) if movers[i] else 0.0
+        scale = 1.0 / (max(d[i], eps) + 0.0 * 0.0)  # as NumPy divides a complex by a real
+        heading[i] = complex((dx + dy * 0.0) * scale, (dy - dx * 0.0) * scale)
+        going[i] = movers[i] and length[i] > 0.0
+        if going[i] and has_t[i] and melee[i] and remaining[i] < look:
+            close.append(i)
+    return dest, d, remaining, length, heading, going, np.array(close, dtype=np.int64)
+
+
+@njit(cache=True)
+def arrivals(z: np.ndarray, target: np.ndarray, movers: np.ndarray, has_t: np.ndarray,
+             remaining: np.ndarray, tick_speed: np.ndarray, blocked: np.ndarray,
+             inv_speed: np.ndarray, reach: np.ndarray) -> np.ndarray:
+    """Loop offset in the tick at which each chaser got in range of its target (inf for the
+    others): only one that really got there, within reach after the step (not steered off or
+    blocked by the terrain), at remaining / speed."""
+    arrive = np.full(z.size, np.inf)
+    for i in range(z.size):
+        if not (movers[i] and has_t[i] and remaining[i] <= tick_speed[i] and not blocked[i]):
+            continue
+        t = target[i]
+        if norm(z[t].real - z[i].real, z[t].imag - z[i].imag) <= reach[i]:
+            arrive[i] = np.ceil(max(remaining[i], 0.0) * inv_speed[i])
+    return arrive
 
 
 @njit(cache=True)
