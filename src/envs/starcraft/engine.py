@@ -642,14 +642,18 @@ class BuiltinEngine:
         gx = np.minimum(np.maximum(dest.real.astype(np.int64), 0), self.map_x - 1)
         gy = np.minimum(np.maximum(dest.imag.astype(np.int64), 0), self.map_y - 1)
         grid = self._grid_of[units]
-        key = (grid * self.map_x + gx) * self.map_y + gy
-        for k in np.unique(key):
-            sel = np.flatnonzero(key == k)
-            g, goal = int(grid[sel[0]]), (int(gx[sel[0]]), int(gy[sel[0]]))
-            towards = self._flows[g].plan(goal)[cx[sel], cy[sel]] - z[sel]
-            d = np.abs(towards)
-            ok = d > _EPS  # (False for NaN: no step to take, straight on)
-            heading[units[sel[ok]]] = towards[ok] / d[ok]
+        groups: dict[int, list[int]] = {}  # rows of `units` by (grid, goal cell)
+        for row, key in enumerate(((grid * self.map_x + gx) * self.map_y + gy).tolist()):
+            groups.setdefault(key, []).append(row)
+        aim = np.empty(units.size, dtype=np.complex128)
+        for rows in groups.values():
+            first = rows[0]
+            plan = self._flows[int(grid[first])].plan((int(gx[first]), int(gy[first])))
+            aim[rows] = plan[cx[rows], cy[rows]]
+        towards = aim - z
+        d = np.abs(towards)
+        ok = d > _EPS  # (False for NaN: no step to take, straight on)
+        heading[units[ok]] = towards[ok] / d[ok]
 
     def _steer(self, movers: np.ndarray, heading: np.ndarray, length: np.ndarray,
                rank: np.ndarray, dist: np.ndarray, goal: np.ndarray) -> None:
