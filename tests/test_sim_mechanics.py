@@ -315,11 +315,13 @@ def test_an_enemy_baneling_bursts_on_contact_with_its_target(monkeypatch):
 
 
 def test_a_baneling_killed_by_a_burst_bursts_in_turn(monkeypatch):
-    # The enemy Baneling bursts on contact with ours (35 vs Light > its 30 HP); ours bursts as it
-    # dies, on the enemy zergling 2 away, which the first burst could not touch (no friendly fire).
+    # The enemy Baneling bursts on contact with ours (16: a Baneling is not Light), which it
+    # kills (10 HP left); ours bursts as it dies, on the enemy zergling 2 away (35 vs Light), which
+    # the first burst could not touch (no friendly fire).
     engine = _custom_engine(monkeypatch, [(ids.BANELING_RL, (10.0, 16.0))],
                             [(ids.BANELING, (12.5, 16.0)), (ids.ZERGLING, (8.0, 16.0))])
     units = engine.units
+    units.health[0] = 10.0
     for _ in range(10):
         engine.step(*_orders(engine, [ORDER_STOP]))
         if not units.alive[1]:
