@@ -61,7 +61,7 @@ def bench_map(map_name: str, steps: int, seed: int) -> dict[str, float]:
             "runner_sps": steps / total_seconds, "step_sps": steps / step_seconds}
 
 
-def _unpack(rev: str) -> str:
+def unpack_src(rev: str) -> str:
     """src/ of git revision rev, unpacked into a temporary folder -> that folder's src path."""
     folder = tempfile.mkdtemp(prefix="bench_env_")
     archive = subprocess.run(["git", "archive", rev, "src"], cwd=ROOT, capture_output=True, check=True)
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} CPUs, Python {platform.python_version()}")
     print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}")
-    other = _unpack(args.baseline) if args.baseline else None
+    other = unpack_src(args.baseline) if args.baseline else None
     header = f"{'map':<14}{'steps':>7}{'episodes':>10}{'seconds':>9}{'runner steps/s':>16}{'step() only':>13}"
     if other:
         header += f"{'baseline runner':>17}{'baseline step()':>17}{'ratio runner':>14}{'ratio step()':>14}"
