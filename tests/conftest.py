@@ -25,20 +25,10 @@ def pytest_collection_modifyitems(config, items):
 def pytest_sessionstart(session):
     """Compile the built-in simulator's loops (Numba, cached in src/envs/starcraft/__pycache__)
     once, before the test processes start: in a fresh clone the first processes that step the
-    simulator, many at a time, would each compile them (about 15 s of CPU each). xdist workers
+    simulator, many at a time, would each compile them (about 45 s of CPU each). xdist workers
     and later sessions find them compiled."""
     if hasattr(session.config, "workerinput"):
         return
-    import numpy as np
+    from envs.starcraft.backend import compile_builtin_loops
 
-    from envs.starcraft.starcraft2 import StarCraft2Env
-
-    rng = np.random.default_rng(0)
-    for map_name in ("corridor", "2c_vs_64zg", "so_many_baneling", "MMM2"):
-        env = StarCraft2Env(map_name=map_name, seed=0, backend="builtin")
-        env.reset()
-        for _ in range(60):
-            avail = np.asarray(env.get_avail_actions())  # [agents, actions]
-            if env.step([int(rng.choice(np.flatnonzero(row))) for row in avail])[1]:
-                env.reset()
-        env.close()
+    compile_builtin_loops()

@@ -377,3 +377,19 @@ def test_a_time_out_is_terminal_unless_the_env_flags_it(flag_timeouts):
     terminated = batch["terminated"][0, :, 0].tolist()  # [T]
     assert intended_length(seed) > EPISODE_LIMIT and len(terminated) == EPISODE_LIMIT + 1
     assert terminated[EPISODE_LIMIT - 1] == (not flag_timeouts)
+
+
+@pytest.mark.parametrize("env, env_args, compiles", [
+    ("sc2", BUILTIN_3M, True),
+    ("countdown", {"seed": 0}, False),
+])
+def test_env_workers_of_the_built_in_simulator_start_after_its_loops_are_compiled(monkeypatch, env, env_args,
+                                                                                 compiles):
+    # On a fresh install each worker would otherwise compile the loops itself, all at once: slower
+    # than the runner waits for a worker's first answer (a restart, seen on a fresh clone).
+    events = []
+    monkeypatch.setattr(parallel_runner, "compile_builtin_loops", lambda: events.append("compile"))
+    monkeypatch.setattr(EnvWorkers, "_start_worker", lambda self, i: events.append(f"start {i}"))
+    args = SimpleNamespace(env=env, env_args=env_args, batch_size_run=2, env_processes="workers")
+    EnvWorkers(args, RecordingLogger(), 0)
+    assert events == (["compile"] if compiles else []) + ["start 0", "start 1"]

@@ -35,7 +35,7 @@ import psutil
 import torch as th
 
 from components.episode_buffer import EpisodeBatch
-from envs.starcraft.backend import select_backend
+from envs.starcraft.backend import compile_builtin_loops, select_backend
 from runners.runner_base import (BatchRunner, InProcessEnvs, env_factory, env_kwargs, env_seed, env_seeds, reset_env,
                                  step_env)
 from utils.death_signal import die_with_parent
@@ -81,12 +81,17 @@ def uses_workers(args) -> bool:
     return replays or not _cheap_env(args.env, args.env_args)
 
 
+def _on_builtin_simulator(env_name: str, env_args: dict) -> bool:
+    """Whether the env is SMAC on the built-in simulator (not the real game)."""
+    return env_name == "sc2" and select_backend(env_args.get("backend", "auto"),
+                                                env_args.get("map_name", "")) == "builtin"
+
+
 def _cheap_env(env_name: str, env_args: dict) -> bool:
     """Measured to run faster in the main process: the small envs, and SMAC on the built-in simulator
     on a machine with few cores."""
     if env_name == "sc2":
-        backend = select_backend(env_args.get("backend", "auto"), env_args.get("map_name", ""))
-        return backend == "builtin" and usable_cores() <= BUILTIN_SMAC_MAX_CORES
+        return _on_builtin_simulator(env_name, env_args) and usable_cores() <= BUILTIN_SMAC_MAX_CORES
     return env_name in IN_PROCESS_ENVS
 
 
@@ -252,6 +257,12 @@ class EnvWorkers:
         # (real StarCraft II), so their answers until then may take _START_TIMEOUT_S.
         self.starting = set()
         self._told_stopping = set()  # workers whose wait after a stop signal was announced
+        if _on_builtin_simulator(args.env, args.env_args):
+            # Compiled here once, the workers load the loops from Numba's cache instead of each
+            # compiling them at once on a fresh install (see compile_builtin_loops).
+            logger.console_logger.info("Loading the built-in simulator's compiled loops (the first run "
+                                       "after an install or a change of the simulator compiles them: about a minute)")
+            compile_builtin_loops()
         for i in range(self.n_envs):
             self._start_worker(i)
 

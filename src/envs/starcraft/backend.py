@@ -174,3 +174,32 @@ def builtin_sources_digest() -> str:
     for name in BUILTIN_SOURCES:
         digest.update((folder / name).read_bytes())
     return digest.hexdigest()[:12]
+
+
+# Maps whose random battles reach every compiled loop of the engine: terrain routing and the
+# melee surround (corridor), the Colossus line over cliffs (2c_vs_64zg), bursts (so_many_baneling),
+# healing (MMM2).
+_COMPILE_MAPS = ("corridor", "2c_vs_64zg", "so_many_baneling", "MMM2")
+
+
+def compile_builtin_loops(steps: int = 60) -> None:
+    """Compile the built-in engine's Numba loops, or load them from Numba's cache on disk, by
+    playing `steps` random steps on each of a few maps.
+
+    Loops are compiled at their first call, once per machine (about 45 s of CPU, then under a
+    second per process to load). A process that is about to start env workers calls this first:
+    otherwise, on a fresh install, every worker compiles them at once, slower than the runner
+    waits for a worker's first answer."""
+    import numpy as np
+
+    from envs.starcraft.starcraft2 import StarCraft2Env  # (imports this module)
+
+    rng = np.random.default_rng(0)
+    for map_name in _COMPILE_MAPS:
+        env = StarCraft2Env(map_name=map_name, seed=0, backend="builtin")
+        env.reset()
+        for _ in range(steps):
+            avail = np.asarray(env.get_avail_actions())  # [agents, actions]
+            if env.step([int(rng.choice(np.flatnonzero(row))) for row in avail])[1]:
+                env.reset()
+        env.close()
