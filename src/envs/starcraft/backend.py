@@ -5,6 +5,7 @@
 users who have StarCraft II get it without changing a config; when it falls back it says in one
 line which file it looked for. The game is looked for where pysc2 will look (without importing it).
 """
+import functools
 import hashlib
 import logging
 import os
@@ -182,9 +183,11 @@ def builtin_sources_digest() -> str:
 _COMPILE_MAPS = ("corridor", "2c_vs_64zg", "so_many_baneling", "MMM2")
 
 
+@functools.cache
 def compile_builtin_loops(steps: int = 60) -> None:
     """Compile the built-in engine's Numba loops, or load them from Numba's cache on disk, by
-    playing `steps` random steps on each of a few maps.
+    playing `steps` random steps on each of a few maps (once per process: then the cache is
+    written).
 
     Loops are compiled at their first call, once per machine (about 45 s of CPU, then under a
     second per process to load). A process that is about to start env workers calls this first:

@@ -339,7 +339,6 @@ class BuiltinEngine:
         self._cliff = column(lambda s: s.crosses_cliffs, bool)
         self._melee = column(lambda s: s.has_weapon and s.range < 1.0, bool)
         self._bio_ground = column(lambda s: bool(s.attributes & us.BIOLOGICAL) and not s.is_air, bool)
-        self._bursters = self._splash == us.SPLASH_BURST
         self._healers = np.flatnonzero(self._heals)
         self._any_shield = any(s.shield > 0 for s in stats)
         self._any_regen = bool((self._regen > 0).any())
