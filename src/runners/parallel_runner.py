@@ -260,8 +260,6 @@ class EnvWorkers:
         if _on_builtin_simulator(args.env, args.env_args):
             # Compiled here once, the workers load the loops from Numba's cache instead of each
             # compiling them at once on a fresh install (see compile_builtin_loops).
-            logger.console_logger.info("Loading the built-in simulator's compiled loops (the first run "
-                                       "after an install or a change of the simulator compiles them: about a minute)")
             compile_builtin_loops()
         for i in range(self.n_envs):
             self._start_worker(i)

@@ -197,6 +197,8 @@ def compile_builtin_loops(steps: int = 60) -> None:
 
     from envs.starcraft.starcraft2 import StarCraft2Env  # (imports this module)
 
+    logger.info("Loading the built-in simulator's compiled loops (the first run after an install or "
+                "a change of the simulator compiles them: about a minute)")
     rng = np.random.default_rng(0)
     for map_name in _COMPILE_MAPS:
         env = StarCraft2Env(map_name=map_name, seed=0, backend="builtin")
