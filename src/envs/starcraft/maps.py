@@ -1,4 +1,5 @@
-"""SMAC's map registry: the 23 scenarios' sizes, races, time limits and unit-type encoding.
+"""SMAC's map registry: the 23 scenarios' sizes, races, time limits and unit-type encoding;
+SMACv2's three generated maps and the 15 scenarios of its paper.
 
 Values are SMAC's (`smac/env/starcraft2/maps/smac_maps.py`); the game logic derives the action,
 observation and state sizes from them, the engine builds the armies of the map of that name.
@@ -45,9 +46,45 @@ MAP_REGISTRY: dict[str, MapParams] = {
     "2c_vs_64zg": MapParams(2, 64, 400, "P", "Z", 0, "colossus"),
 }
 
+# SMACv2's procedurally generated maps (oxwhirl/smacv2 smac_maps.py), kept apart from SMAC's so
+# that neither env takes the other's maps: the army sizes are defaults that capability_config's
+# n_units / n_enemies replace; all three are played on SMACv2's empty 32x32 map (32x32_flat.SC2Map).
+GEN_MAP_REGISTRY: dict[str, MapParams] = {
+    "10gen_protoss": MapParams(10, 10, 200, "P", "P", 3, "protoss_gen"),
+    "10gen_terran": MapParams(10, 10, 200, "T", "T", 3, "terran_gen"),
+    "10gen_zerg": MapParams(10, 10, 200, "Z", "Z", 3, "zerg_gen"),
+}
+GEN_MAPS = tuple(GEN_MAP_REGISTRY)
+# The 15 scenarios of the SMACv2 paper, as EPyMARL names them (`--env-config=sc2v2 with
+# env_args.map_name=...`): race and army sizes; each plays its race's 10gen map.
+SMACV2_SCENARIOS: dict[str, tuple[str, int, int]] = {
+    f"{race}_{n_units}_vs_{n_enemies}": (f"10gen_{race}", n_units, n_enemies)
+    for race in ("protoss", "terran", "zerg")
+    for n_units, n_enemies in ((5, 5), (10, 10), (20, 20), (10, 11), (20, 23))
+}
+
+
+def get_gen_map_params(map_name: str) -> MapParams:
+    """The 10gen map's entry for a 10gen map or SMACv2 scenario name (see gen_map_of)."""
+    return GEN_MAP_REGISTRY[gen_map_of(map_name)]
+
+
+def gen_map_of(map_name: str) -> str:
+    """The 10gen map that plays `map_name` (a 10gen map or a SMACv2 scenario name); ValueError for
+    any other name, listing the accepted ones."""
+    if map_name in GEN_MAPS:
+        return map_name
+    if map_name in SMACV2_SCENARIOS:
+        return SMACV2_SCENARIOS[map_name][0]
+    raise ValueError(f"'{map_name}' is not a SMACv2 map; SMACv2 plays {', '.join(GEN_MAPS)} "
+                     f"or a scenario: {', '.join(SMACV2_SCENARIOS)}")
+
 
 def get_map_params(map_name: str) -> MapParams:
     """The registry entry of `map_name`; an unknown name fails listing every known map."""
     if map_name not in MAP_REGISTRY:
+        if map_name in GEN_MAPS or map_name in SMACV2_SCENARIOS:
+            raise ValueError(f"'{map_name}' is a SMACv2 map: play it with --env-config=sc2v2 (a scenario name) or "
+                             f"--env-config=sc2_gen_<race> (env sc2wrapped), not with SMAC's env")
         raise ValueError(f"unknown map '{map_name}'; known maps: {', '.join(MAP_REGISTRY)}")
     return MAP_REGISTRY[map_name]

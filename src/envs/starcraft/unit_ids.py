@@ -5,6 +5,9 @@ maps' custom "RL" copies, whose ids SC2 assigns per version; SMAC only uses thei
 the smallest allied id on a map. The built-in engine numbers them so that every map's offsets
 come out as in the real map files: (Colossus_RL, Stalker_RL, Zealot_RL), (Marauder_RL,
 Marine_RL, Medivac_RL) and (Baneling_RL, Zergling_RL) are consecutive in that order.
+
+SMACv2's map defines all nine RL copies at once; their ids follow the map's unit data order
+(envs.starcraft.teams.GEN_UNIT_NAMES), from GEN_RL_BASE on the built-in simulator.
 """
 
 MARINE = 48
@@ -27,3 +30,10 @@ MEDIVAC_RL = 1975
 BANELING_RL = 1976
 ZERGLING_RL = 1977
 HYDRALISK_RL = 1978
+
+GEN_RL_BASE = 1970
+
+# SMACv2's enemies are the stock units, by the names its configs use.
+STOCK_ID_OF_NAME = {"baneling": BANELING, "colossus": COLOSSUS, "hydralisk": HYDRALISK, "marauder": MARAUDER,
+                    "marine": MARINE, "medivac": MEDIVAC, "stalker": STALKER, "zealot": ZEALOT,
+                    "zergling": ZERGLING}
