@@ -31,7 +31,7 @@ BANELING_RL = 1976
 ZERGLING_RL = 1977
 HYDRALISK_RL = 1978
 
-GEN_RL_BASE = 1970
+GEN_RL_BASE = 1979  # after the SMAC maps' RL ids above, so that every raw id names one unit
 
 # SMACv2's enemies are the stock units, by the names its configs use.
 STOCK_ID_OF_NAME = {"baneling": BANELING, "colossus": COLOSSUS, "hydralisk": HYDRALISK, "marauder": MARAUDER,
