@@ -69,7 +69,7 @@ def make_units(allies: Sequence[dict], enemies: Sequence[dict]) -> FakeUnits:
     """Units from dicts with keys type, x, y and optional hp, sh, cd, energy, dead (full by default)."""
     rows = list(allies) + list(enemies)
     vitals = [VITALS[r["type"]] for r in rows]
-    dead = np.array([bool(r.get("dead", False)) for r in rows])
+    dead = np.array([bool(r.get("dead", False)) for r in rows], dtype=bool)
     health = np.array([r.get("hp", v[0]) for r, v in zip(rows, vitals)], dtype=np.float64)
     shield = np.array([r.get("sh", v[1]) for r, v in zip(rows, vitals)], dtype=np.float64)
     return FakeUnits(
@@ -159,3 +159,35 @@ class DriftEngine(FakeEngine):
         units.alive &= ~dead
         units.weapon_cooldown = np.maximum(units.weapon_cooldown - 8, 0)
         return units
+
+
+# Health and shield of SMACv2's nine unit types by name (the RL copies and the stock units agree).
+GEN_VITALS = {"stalker": (80, 80), "zealot": (100, 50), "colossus": (200, 150), "marine": (45, 0),
+              "marauder": (125, 0), "medivac": (150, 0), "zergling": (35, 0), "hydralisk": (90, 0),
+              "baneling": (30, 0)}
+
+
+class GenFakeEngine(FakeEngine):
+    """Scripted engine for SMACv2's maps: reset(team) creates the team's units at their points (full
+    health, allies as RL ids GEN_RL_BASE + index, enemies as stock units) on an open 32x32 map."""
+
+    def __init__(self, script: Callable[[int, FakeUnits], FakeUnits] | None = None):
+        from envs.starcraft.teams import GEN_UNIT_NAMES
+
+        super().__init__(make_units([], []), script, pathing=np.ones((32, 32), dtype=bool))
+        self.ally_unit_ids = {name: ids.GEN_RL_BASE + i for i, name in enumerate(GEN_UNIT_NAMES)}
+        self.teams = []
+
+    def reset(self, team=None) -> FakeUnits:
+        self.teams.append(team)
+        allies = [self._row(name, xy, self.ally_unit_ids[name]) for name, xy in zip(team.ally_units, team.ally_xy)]
+        enemies = [self._row(name, xy, ids.STOCK_ID_OF_NAME[name]) for name, xy in zip(team.enemy_units, team.enemy_xy)]
+        for row in allies + enemies:
+            VITALS.setdefault(row["type"], GEN_VITALS[row.pop("name")])
+            row.pop("name", None)
+        self.start = make_units(allies, enemies)
+        return super().reset()
+
+    @staticmethod
+    def _row(name: str, xy, unit_type: int) -> dict:
+        return {"type": unit_type, "x": float(xy[0]), "y": float(xy[1]), "name": name}

@@ -15,8 +15,17 @@ def _make_sc2(**env_args) -> MultiAgentEnv:
     return StarCraft2Env(**env_args)
 
 
+def _make_sc2_v2(**env_args) -> MultiAgentEnv:
+    # SMACv2's capability wrapper: each reset draws the teams and start positions of capability_config.
+    from envs.starcraft.starcraft2_v2 import StarCraftCapabilityEnvWrapper
+
+    return StarCraftCapabilityEnvWrapper(**env_args)
+
+
 REGISTRY: dict[str, Callable[..., MultiAgentEnv]] = {
     "sc2": _make_sc2,
+    "sc2wrapped": _make_sc2_v2,  # SMACv2's own configs (sc2_gen_<race>.yaml)
+    "sc2v2": _make_sc2_v2,  # EPyMARL's name (sc2v2.yaml with a scenario's map_name)
     "one_step_matrix_game": OneStepMatrixGame,
     "stag_hunt": StagHunt,  # PyMARL2's stag hunt
     "small_stag_hunt": SmallStagHunt,  # marlkit's small 5x5 stag hunt, for quick learning checks

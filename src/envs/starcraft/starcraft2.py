@@ -22,7 +22,7 @@ import numpy as np
 from envs.multiagentenv import MultiAgentEnv
 from envs.starcraft import unit_ids
 from envs.starcraft.backend import GameRestarted, make_engine, select_backend
-from envs.starcraft.maps import get_map_params
+from envs.starcraft.maps import MapParams, get_map_params
 
 N_ACTIONS_NO_ATTACK = 6
 N_ACTIONS_MOVE = 4
@@ -30,6 +30,8 @@ N_OBS_PATHING = 8
 N_OBS_HEIGHT = 9
 SHOOT_RANGE = 6
 SIGHT_RANGE = 9
+# Map types whose Medivacs heal: their attack actions target allies.
+HEALING_MAP_TYPES = ("MMM", "terran_gen")
 
 logger = logging.getLogger(__name__)
 
@@ -162,7 +164,7 @@ class StarCraft2Env(MultiAgentEnv):
         engine: Any = None,
     ):
         self.map_name = map_name
-        map_params = get_map_params(map_name)
+        map_params, self._engine_map = self._scenario(map_name)
         self.n_agents = map_params.n_agents
         self.n_enemies = map_params.n_enemies
         self.episode_limit = map_params.limit
@@ -201,9 +203,8 @@ class StarCraft2Env(MultiAgentEnv):
         self.replay_dir = replay_dir
         self.replay_prefix = replay_prefix
 
-        self.n_actions_no_attack = N_ACTIONS_NO_ATTACK
         self.n_actions_move = N_ACTIONS_MOVE
-        self.n_actions = N_ACTIONS_NO_ATTACK + self.n_enemies
+        self.n_actions_no_attack, self.n_actions = self._action_layout()
 
         self._agent_race = map_params.a_race
         self._bot_race = map_params.b_race
@@ -216,7 +217,7 @@ class StarCraft2Env(MultiAgentEnv):
         self.ally_state_attr_names, self.enemy_state_attr_names = self._state_attr_names()
 
         # "auto" resolves now, so the choice is known (and logged) before the first reset.
-        self.backend = backend if engine is not None else select_backend(backend, map_name)
+        self.backend = backend if engine is not None else select_backend(backend, self._engine_map)
         self._record_replay = record_replay
         self._engine = engine
         self._launched = False
@@ -245,6 +246,14 @@ class StarCraft2Env(MultiAgentEnv):
         self._build_index_tables()
 
     # ---- construction helpers ----------------------------------------------------------------
+    def _scenario(self, map_name: str) -> tuple[MapParams, str]:
+        """The map's parameters (army sizes, limit, races, type bits) and the map the engine loads."""
+        return get_map_params(map_name), map_name
+
+    def _action_layout(self) -> tuple[int, int]:
+        """(actions before the first attack action, all actions): no-op, stop, 4 moves, then one per enemy."""
+        return N_ACTIONS_NO_ATTACK, N_ACTIONS_NO_ATTACK + self.n_enemies
+
     def _state_attr_names(self) -> tuple[list[str], list[str]]:
         """Feature names of a state row (upstream SMAC's env_info agent/enemy_features)."""
         ally = ["health", "energy/cooldown", "rel_x", "rel_y"]
@@ -258,9 +267,7 @@ class StarCraft2Env(MultiAgentEnv):
 
     def _build_index_tables(self) -> None:
         """Index arrays and gather plans that depend only on the map and the flags."""
-        n_ag = self.n_agents
-        # [n_agents, n_agents-1]: row i lists the other agents in increasing id.
-        self._other_j = np.array([[j for j in range(n_ag) if j != i] for i in range(n_ag)], dtype=np.int64)
+        self._build_action_tables()
         # Columns of the unit table [health, shield, type one-hot] used by each observed feature group.
         type_cols = list(range(2, 2 + self.unit_type_bits))
         health_en = [0] + [1] * self.shield_bits_enemy if self.obs_all_health else []
@@ -269,23 +276,32 @@ class StarCraft2Env(MultiAgentEnv):
         self._en_cols = np.array(health_en + type_cols, dtype=np.int64)
         self._al_cols = np.array(health_al + type_cols, dtype=np.int64)
         self._own_cols = np.array(health_own + type_cols, dtype=np.int64)
+        self._obs_gather = self._obs_plan()
+        self._state_gather = self._state_plan()
+
+    def _build_action_tables(self) -> None:
+        """Per action: the engine order kind and move offset; the agents' index tables."""
+        n_ag = self.n_agents
+        # [n_agents, n_agents-1]: row i lists the other agents in increasing id.
+        self._other_j = np.array([[j for j in range(n_ag) if j != i] for i in range(n_ag)], dtype=np.int64)
         self._n_surround = N_OBS_PATHING * self.obs_pathing_grid + N_OBS_HEIGHT * self.obs_terrain_height
         self._move_probe = (self._move_amount / 2) * _MOVE_DIRS.T[:, None, :]  # [2, 1, 4] cell probes
         self._eye = np.eye(self.n_actions)
-        # Per action: engine order kind and move target offset (non-move actions: 0).
-        kinds = [ORDER_NONE, ORDER_STOP] + [ORDER_MOVE] * N_ACTIONS_MOVE
-        self._action_kind = np.array(kinds + [ORDER_ATTACK] * self.n_enemies, dtype=np.int8)
+        # Per action: engine order kind (actions between the moves and the attacks, SMACv2's field-of-view
+        # turns, give the engine no order) and move target offset (non-move actions: 0).
+        kinds = [ORDER_STOP] + [ORDER_MOVE] * N_ACTIONS_MOVE
+        self._action_kind = np.full(self.n_actions, ORDER_NONE, dtype=np.int8)
+        self._action_kind[1:2 + N_ACTIONS_MOVE] = kinds
+        self._action_kind[self.n_actions_no_attack:] = ORDER_ATTACK
         self._action_step = np.zeros((self.n_actions, 2))  # [n_actions, 2] move target offset
         self._action_step[2:6] = _MOVE_DIRS * self._move_amount
         self._agent_range = np.arange(n_ag)
-        self._obs_gather = self._obs_plan()
-        self._state_gather = self._state_plan()
 
     # ---- episode control ---------------------------------------------------------------------
     def _launch(self) -> None:
         """Create the engine (if none was given) and read the map geometry from it."""
         if self._engine is None:
-            self._engine = make_engine(self.backend, self.map_name, self._seed, self._step_mul,
+            self._engine = make_engine(self.backend, self._engine_map, self._seed, self._step_mul,
                                        record_replay=self._record_replay, difficulty=self.difficulty,
                                        game_version=self.game_version, window_size=self.window_size)
         engine = self._engine
@@ -302,7 +318,10 @@ class StarCraft2Env(MultiAgentEnv):
         self._episode_steps = 0
         if not self._launched:
             self._launch()
-        units = self._engine.reset()
+        return self._start_episode(self._engine.reset())
+
+    def _start_episode(self, units: Any) -> tuple[list[np.ndarray], np.ndarray]:
+        """Adopt the engine's fresh armies and clear the episode's trackers; (observations, state)."""
         self._reset_death_trackers()
         self.win_counted = False
         self.defeat_counted = False
@@ -401,18 +420,18 @@ class StarCraft2Env(MultiAgentEnv):
 
     def _build_order_tables(self) -> None:
         """Per engine ally row and action: order kind and target row (attack: enemy, heal: ally)."""
-        n_ag, n_en = self.n_agents, self.n_enemies
+        n_ag, n_en, first = self.n_agents, self.n_enemies, self.n_actions_no_attack
         self._inv_perm = np.empty(n_ag, dtype=np.int64)
         self._inv_perm[self._perm] = np.arange(n_ag)
         kind = np.tile(self._action_kind, (n_ag, 1))  # [n_allies, n_actions]
         target = np.full((n_ag, self.n_actions), -1, dtype=np.int64)
-        target[:, N_ACTIONS_NO_ATTACK:] = n_ag + np.arange(n_en)
+        target[:, first:first + n_en] = n_ag + np.arange(n_en)
         healers = self._is_heal_unit[self._inv_perm]
-        if healers.any():  # MMM maps only, where n_enemies >= n_agents
-            kind[healers, N_ACTIONS_NO_ATTACK:] = ORDER_HEAL
-            target[healers, N_ACTIONS_NO_ATTACK:] = -1
+        if healers.any():  # Medivacs: their target slots are allies (n_actions leaves room for them)
+            kind[healers, first:] = ORDER_HEAL
+            target[healers, first:] = -1
             # Ally slot j -> the engine row of agent j.
-            target[healers, N_ACTIONS_NO_ATTACK:N_ACTIONS_NO_ATTACK + n_ag] = self._perm
+            target[healers, first:first + n_ag] = self._perm
         self._order_kind, self._order_target = kind, target
 
     # ---- unit bookkeeping --------------------------------------------------------------------
@@ -470,7 +489,7 @@ class StarCraft2Env(MultiAgentEnv):
             type_idx = [self._type_index(t, ally=i < n_ag) for i, t in enumerate(types)]
             self._type_onehot[np.arange(len(types)), type_idx] = 1.0
         self._max_cd = np.array([self._max_cooldown_of_type(t) for t in types[:n_ag]], dtype=np.float64)
-        self._is_heal_unit = (self._types[:n_ag] == self.medivac_id) & (self.map_type == "MMM")
+        self._is_heal_unit = (self._types[:n_ag] == self.medivac_id) & (self.map_type in HEALING_MAP_TYPES)
         self._healable = self._types[:n_ag] != self.medivac_id
         self._medivac_agents = np.flatnonzero(self._is_heal_unit)
         self._build_order_tables()
@@ -665,14 +684,19 @@ class StarCraft2Env(MultiAgentEnv):
         avail[:, 1] = alive_a
         avail[:, 2:6] = self._can_move_all() & alive_a[:, None]
         avail[:, N_ACTIONS_NO_ATTACK:] = in_range[:, n_ag:]
-        medivacs = self._medivac_agents
-        if medivacs.size:
-            # A Medivac's target slots refer to allies: alive non-Medivacs within range.
-            avail[medivacs, N_ACTIONS_NO_ATTACK:] = 0
-            heal = in_range[medivacs, :n_ag] & self._healable
-            avail[medivacs, N_ACTIONS_NO_ATTACK:N_ACTIONS_NO_ATTACK + n_ag] = heal
+        self._medivac_targets(avail, in_range)
         self._cache["avail"] = avail
         return avail
+
+    def _medivac_targets(self, avail: np.ndarray, in_range: np.ndarray) -> None:
+        """A Medivac's target slots refer to allies: alive non-Medivacs within range (in place on
+        avail [n_agents, n_actions]; in_range [n_agents, n_units])."""
+        medivacs = self._medivac_agents
+        if medivacs.size:
+            first, n_ag = self.n_actions_no_attack, self.n_agents
+            avail[medivacs, first:] = 0
+            heal = in_range[medivacs, :n_ag] & self._healable
+            avail[medivacs, first:first + n_ag] = heal
 
     def get_avail_agent_actions(self, agent_id: int) -> list[int]:
         return self._avail_matrix()[agent_id].tolist()
@@ -936,7 +960,7 @@ class StarCraft2Env(MultiAgentEnv):
             self.heuristic_targets[a_id] = target
             if target is None:
                 return 0
-        action = N_ACTIONS_NO_ATTACK + target
+        action = self.n_actions_no_attack + target
         if self.heuristic_rest and self._avail_matrix()[a_id, action] == 0:
             return self._move_towards(a_id, int(slots[target]))
         return action
