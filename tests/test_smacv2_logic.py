@@ -263,3 +263,39 @@ def test_stock_ids_of_enemies_and_rl_ids_of_allies():
     env, engine = scripted("protoss", [("stalker", 10, 10)], [("stalker", 20, 10)])
     types = env.get_unit_types()
     assert types == [engine.ally_unit_ids["stalker"], STOCK_ID_OF_NAME["stalker"]]
+
+
+def visible_enemies(env, agent: int = 0) -> list[int]:
+    return np.flatnonzero(enemy_block(env, agent)[:, 1] > 0).tolist()
+
+
+def test_conic_field_of_view_turns_with_its_actions_and_looks_backwards_as_smacv2s():
+    # Enemies north (0), west (1) and east (2) of the agent, 5 away; the cone starts facing east.
+    env, _ = scripted("terran", [("marine", 10, 10)], [("marine", 10, 15), ("marine", 5, 10), ("marine", 15, 10)],
+                      conic_fov=True)
+    # SMACv2's arctan test cannot tell east from west: both are in the cone; north is not.
+    assert visible_enemies(env) == [1, 2]
+    assert env.get_avail_agent_actions(0)[6:18] == [1] * 12
+    env.step([6 + 3])  # turn to direction 3 of 12: north
+    assert env.fov_directions[0] == pytest.approx([0, 1])
+    assert visible_enemies(env) == [0]
+    state = dict(zip(env.get_state_feature_names(), env.get_state()))
+    assert (state["ally_fov_x_0"], state["ally_fov_y_0"]) == pytest.approx((0, 1))
+
+
+@pytest.mark.parametrize("probability,orders", [(0.0, 0), (1.0, 3)])
+def test_attack_probabilities_decide_whether_an_attack_is_made(probability, orders):
+    engine = GenFakeEngine()
+    config = capability("terran", 1, 1)
+    config["attack"] = {"dist_type": "per_agent_uniform", "lower_bound": [probability], "upper_bound": [probability],
+                        "observe": True}
+    env = StarCraftCapabilityEnvWrapper(map_name="10gen_terran", capability_config=config, seed=0, engine=engine, **PLAIN)
+    env.reset({"team_gen": {"ally_team": ["marine"], "enemy_team": ["marine"]},
+               "ally_start_positions": {"item": np.array([[10.0, 10.0]])},
+               "enemy_start_positions": {"item": np.array([[13.0, 10.0]])},
+               "attack": {"item": np.array([[probability]])}})
+    assert env.get_obs_agent(0)[env.get_obs_feature_names().index("own_attack_prob")] == probability
+    assert env.get_capabilities().tolist() == [probability, 1, 0, 0]
+    for _ in range(3):
+        env.step([6])
+    assert sum(int(kind[0]) == 3 for kind, *_ in engine.orders) == orders
