@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install StarCraft II 4.10 for Linux and the SMAC maps, for env_args.backend=sc2 (or auto).
+# Install StarCraft II 4.10 for Linux, the SMAC maps and SMACv2's map, for env_args.backend=sc2 (or auto).
 #
 # Usage: bash scripts/install_sc2.sh [INSTALL_DIR]
 #   INSTALL_DIR defaults to $SC2PATH, else ~/StarCraftII. Safe to re-run: the game and the maps
@@ -7,22 +7,30 @@
 #   Machine Learning License (https://blzdistsc2-a.akamaihd.net/AI_AND_MACHINE_LEARNING_LICENSE.html);
 #   the archive password 'iagreetotheeula' is that acceptance.
 #
-# Every map of marlkit's registry (src/envs/starcraft/maps.py) is checked at the end. The maps pack
-# of SMAC's first release lacks maps added later (1c3s5z): those are fetched one by one from SMAC's
-# repository; if any map is still missing the script names it and exits with status 1.
-# Download locations can be changed through SC2_GAME_URL, SMAC_MAPS_ZIP_URL and SMAC_MAP_BASE_URL
-# (a folder URL holding <map>.SC2Map files), e.g. to point at a mirror.
+# Every map file marlkit plays (src/envs/starcraft/maps.py) is checked at the end. The maps pack of
+# SMAC's first release lacks maps added later (1c3s5z): those are fetched one by one from SMAC's
+# repository. SMACv2 plays all its scenarios (10gen_protoss, 10gen_terran, 10gen_zerg) on one map
+# file, 32x32_flat.SC2Map, fetched from SMACv2's repository (oxwhirl/smacv2, the folder
+# smacv2/env/starcraft2/maps/SMAC_Maps; the SMAC_Maps.zip of its 'maps' release holds the same
+# files). All go to <INSTALL_DIR>/Maps/SMAC_Maps, where pysc2 finds them. If any map is still
+# missing the script names it and exits with status 1.
+# Download locations can be changed through SC2_GAME_URL, SMAC_MAPS_ZIP_URL, SMAC_MAP_BASE_URL and
+# SMACV2_MAP_BASE_URL (folder URLs holding <map>.SC2Map files), e.g. to point at a mirror.
 set -euo pipefail
 
 SC2_URL="${SC2_GAME_URL:-http://blzdistsc2-a.akamaihd.net/Linux/SC2.4.10.zip}"
 SC2_ZIP_PASSWORD="iagreetotheeula"
 MAPS_URL="${SMAC_MAPS_ZIP_URL:-https://github.com/oxwhirl/smac/releases/download/v0.1-beta1/SMAC_Maps.zip}"
 MAP_BASE_URL="${SMAC_MAP_BASE_URL:-https://raw.githubusercontent.com/oxwhirl/smac/master/smac/env/starcraft2/maps/SMAC_Maps}"
+SMACV2_BASE_URL="${SMACV2_MAP_BASE_URL:-https://raw.githubusercontent.com/oxwhirl/smacv2/main/smacv2/env/starcraft2/maps/SMAC_Maps}"
 CHECK_MAP="3m.SC2Map"  # present once the SMAC maps pack is unpacked
 # The 23 maps of src/envs/starcraft/maps.py (tests/test_sc2_install.py keeps the two lists equal).
 SMAC_MAPS=(3m 8m 25m 5m_vs_6m 8m_vs_9m 10m_vs_11m 27m_vs_30m MMM MMM2 2s3z 3s5z 3s5z_vs_3s6z 3s_vs_3z
            3s_vs_4z 3s_vs_5z 1c3s5z 2m_vs_1z corridor 6h_vs_8z 2s_vs_1sc so_many_baneling bane_vs_bane
            2c_vs_64zg)
+# SMACv2's map file (src/envs/starcraft/backend.py GEN_MAP_FILE; tests/test_sc2_install.py checks it).
+SMACV2_MAPS=(32x32_flat)
+ALL_MAPS=("${SMAC_MAPS[@]}" "${SMACV2_MAPS[@]}")
 
 die() {
     echo "install_sc2.sh: $*" >&2
@@ -65,27 +73,36 @@ is_map() {
     [ -f "$1" ] && [ "$(head -c 3 "$1" | tr -d '\000')" = "MPQ" ]
 }
 
-# missing_maps DIR: the names of the registry's maps that DIR/Maps/SMAC_Maps lacks, one per line.
+# missing_maps DIR: the names of the maps (SMAC's and SMACv2's) that DIR/Maps/SMAC_Maps lacks, one per line.
 missing_maps() {
     local name
-    for name in "${SMAC_MAPS[@]}"; do
+    for name in "${ALL_MAPS[@]}"; do
         is_map "$1/Maps/SMAC_Maps/$name.SC2Map" || echo "$name"
     done
 }
 
-# fetch_missing_maps TARGET: download each missing map from SMAC's repository; failures are
+# map_source NAME: the folder URL that holds map NAME (SMACv2's repository for its own map).
+map_source() {
+    case " ${SMACV2_MAPS[*]} " in
+        *" $1 "*) echo "$SMACV2_BASE_URL" ;;
+        *) echo "$MAP_BASE_URL" ;;
+    esac
+}
+
+# fetch_missing_maps TARGET: download each missing map from its repository; failures are
 # reported by the final check.
 fetch_missing_maps() {
-    local target=$1 name part
+    local target=$1 name part source
     mkdir -p "$target/Maps/SMAC_Maps"
     for name in $(missing_maps "$target"); do
-        echo "Fetching $name.SC2Map from $MAP_BASE_URL"
+        source=$(map_source "$name")
+        echo "Fetching $name.SC2Map from $source"
         part="$target/Maps/SMAC_Maps/.$name.SC2Map.part"
-        if fetch "$MAP_BASE_URL/$name.SC2Map" "$part" && is_map "$part"; then
+        if fetch "$source/$name.SC2Map" "$part" && is_map "$part"; then
             mv "$part" "$target/Maps/SMAC_Maps/$name.SC2Map"
         else
             rm -f "$part"
-            echo "install_sc2.sh: could not fetch $MAP_BASE_URL/$name.SC2Map" >&2
+            echo "install_sc2.sh: could not fetch $source/$name.SC2Map" >&2
         fi
     done
 }
@@ -145,7 +162,7 @@ main() {
         install_game "$target" "$STAGING"
     fi
     if [ -z "$(missing_maps "$target")" ]; then
-        echo "SMAC maps already installed in $target/Maps/SMAC_Maps"
+        echo "SMAC and SMACv2 maps already installed in $target/Maps/SMAC_Maps"
     else
         if ! is_map "$target/Maps/SMAC_Maps/$CHECK_MAP"; then
             [ -n "$STAGING" ] || make_staging "$target"
@@ -158,10 +175,11 @@ main() {
     local missing
     missing=$(missing_maps "$target" | tr '\n' ' ')
     if [ -n "$missing" ]; then
-        die "$(wc -w <<<"$missing" | tr -d ' ') of ${#SMAC_MAPS[@]} SMAC maps missing from $target/Maps/SMAC_Maps: ${missing% }" \
-            "(could not fetch them from $MAP_BASE_URL); backend=auto plays these maps on the built-in simulator"
+        die "$(wc -w <<<"$missing" | tr -d ' ') of ${#ALL_MAPS[@]} maps missing from $target/Maps/SMAC_Maps: ${missing% }" \
+            "(could not fetch them: see above); backend=auto plays what needs them on the built-in simulator"
     fi
-    echo "StarCraft II and all ${#SMAC_MAPS[@]} SMAC maps are in $target. Add this line to your shell profile:"
+    echo "StarCraft II, all ${#SMAC_MAPS[@]} SMAC maps and SMACv2's ${SMACV2_MAPS[*]} are in $target." \
+        "Add this line to your shell profile:"
     echo "export SC2PATH=\"$target\""
 }
 

@@ -1,10 +1,13 @@
 """A fake StarCraft II for SC2Engine tests: real s2clientprotocol messages, no game.
 
 `FakeController` plays the game side of pysc2's RemoteController on top of a `world`, any
-object with the engine contract (reset/step/last_attacks, n_allies, n_enemies). The world's
-unit table is shown as raw units with tags, raw unit commands are turned back into the
-contract's order arrays, and the SMAC map trigger is imitated: armies appear over two game
-loops (allies first) after game creation and after every unit was killed.
+object with the engine contract (reset/step/last_attacks, step_mul). The world's unit table is
+shown as raw units with tags, raw unit commands are turned back into the contract's order
+arrays, and the map is imitated by its file name. A SMAC map's trigger: armies appear over two
+game loops (allies first) after game creation and after every unit was killed (world.reset()).
+SMACv2's map (32x32_flat) spawns nothing: debug create-unit commands are turned back into a
+Team, and the world's reset(team) units appear over two game loops after the next step; the
+world then also needs `ally_unit_ids`, which the fake's static data (data()) reproduces.
 
 `StandInGame` adds a real game process to that: a small Python program started the way the engine
 starts StarCraft II (start_game_process), which records how it was started and the signals it got,
@@ -23,8 +26,12 @@ import numpy as np
 # The engine first: it makes s2clientprotocol importable under any protobuf implementation.
 from envs.starcraft.sc2_engine import (ABILITY_ATTACK, ABILITY_HEAL, ABILITY_MOVE, ABILITY_STOP,
                                        ALLY_OWNER, ENEMY_OWNER, GameProcess, start_game_process)
+from envs.starcraft.backend import GEN_MAP_FILE
 from envs.starcraft.engine import ORDER_ATTACK, ORDER_HEAL, ORDER_MOVE, ORDER_STOP, BuiltinEngine, Units
-from pysc2.lib import protocol, sc_process
+from envs.starcraft.teams import GEN_UNIT_NAMES, Team
+from envs.starcraft.unit_ids import GEN_RL_BASE, STOCK_ID_OF_NAME
+from pysc2.lib import protocol, sc_process, static_data
+from s2clientprotocol import data_pb2 as data_pb
 from s2clientprotocol import sc2api_pb2 as sc_pb
 
 _KIND_OF_ABILITY = {ABILITY_STOP: ORDER_STOP, ABILITY_MOVE: ORDER_MOVE, ABILITY_ATTACK: ORDER_ATTACK,
@@ -40,6 +47,19 @@ def units_copy(units: Units, dtype=np.float64) -> Units:
                  alive=np.array(units.alive), **floats)
 
 
+def assert_units_equal(got: Units, want: Units) -> None:
+    """Equal tables; positions and the like only compared for the units alive."""
+    assert (got.n_allies, got.n_enemies) == (want.n_allies, want.n_enemies)
+    np.testing.assert_array_equal(got.unit_type, want.unit_type)
+    np.testing.assert_array_equal(got.alive, want.alive)
+    for name in FLOAT_FIELDS:
+        g, w = getattr(got, name), getattr(want, name)
+        if name in ("health", "shield"):  # a dead unit reads 0 on both sides
+            np.testing.assert_array_equal(g, w, err_msg=name)
+        else:
+            np.testing.assert_array_equal(g[want.alive], w[want.alive], err_msg=name)
+
+
 def make_units(n_allies: int, n_enemies: int, **columns) -> Units:
     """A hand-made table: Marines in a row at y 16 unless columns (lists of n values) say otherwise."""
     n = n_allies + n_enemies
@@ -53,8 +73,17 @@ def make_units(n_allies: int, n_enemies: int, **columns) -> Units:
                  **{k: np.array(v, dtype=dtypes.get(k, np.float64)) for k, v in table.items()})
 
 
+def float32_team(team: Team) -> Team:
+    """The team as the game receives it: creation points are float32 in DebugCreateUnit."""
+    def f32(points):
+        return tuple((float(np.float32(x)), float(np.float32(y))) for x, y in points)
+
+    return Team(team.ally_units, f32(team.ally_xy), team.enemy_units, f32(team.enemy_xy))
+
+
 class Float32Engine:
-    """A BuiltinEngine seen through protobuf's float32 fields (raw unit values, move targets).
+    """A BuiltinEngine seen through protobuf's float32 fields (raw unit values, move targets and,
+    on SMACv2's maps, creation points).
 
     An SC2Engine over a fake game holding an identical BuiltinEngine must produce bit-identical
     unit tables to this one: the fake path only adds the protocol round trip.
@@ -71,8 +100,13 @@ class Float32Engine:
     def last_attacks(self) -> list[tuple[int, int]]:
         return self.inner.last_attacks
 
-    def reset(self) -> Units:
-        return units_copy(self.inner.reset(), np.float32)
+    @property
+    def ally_unit_ids(self) -> dict[str, int]:
+        return self.inner.ally_unit_ids
+
+    def reset(self, team: Team | None = None) -> Units:
+        units = self.inner.reset() if team is None else self.inner.reset(float32_team(team))
+        return units_copy(units, np.float32)
 
     def step(self, kind, tx, ty, target) -> Units:
         tx32, ty32 = np.asarray(tx, np.float32).astype(np.float64), np.asarray(ty, np.float32).astype(np.float64)
@@ -104,23 +138,36 @@ def encode_game_info(pathable: np.ndarray, height: np.ndarray,
 
 
 class FakeController:
-    """The subset of pysc2's RemoteController that SC2Engine uses, over a contract engine."""
+    """The subset of pysc2's RemoteController that SC2Engine uses, over a contract engine.
+
+    observe() lists the units in the world's row order, or last row first with `reversed_order`
+    (the real game's order is its own); units killed by a debug command are still listed for
+    `linger_loops` game loops.
+    """
 
     def __init__(self, world, game_info: sc_pb.ResponseGameInfo, fail_on: str | None = None,
-                 enemy_delay: int = 1, error: type[Exception] = protocol.ProtocolError):
+                 enemy_delay: int = 1, error: type[Exception] = protocol.ProtocolError,
+                 reversed_order: bool = False, linger_loops: int = 0):
         self.world = world
         self.info = game_info
         self.fail_on = fail_on  # method name that raises `error` on its next call
         self.error = error
         self.enemy_delay = enemy_delay  # game loops between the allies' and the enemies' spawn
+        self.reversed_order = reversed_order
+        self.linger_loops = linger_loops
+        self._lingering = 0  # game loops the units of the last kill command are still listed
+        self._last_killed = np.zeros(0, dtype=bool)
         self.requests: dict[str, list] = {"create_game": [], "join_game": [], "actions": [], "debug": []}
         self.calls = Counter()
         self.spawns = 0
         self.step_counts: list[int] = []  # game loops asked for by each step() call
+        self.teams: list[Team] = []  # the teams created by debug commands, in order
+        self.spawning_map = True  # a SMAC map; SMACv2's is known from the created game's map path
         self._units = None
         self._killed = np.zeros(0, dtype=bool)
         self._hidden_loops = 0
         self._orders = None
+        self._created: list = []  # DebugCreateUnit commands waiting for the next game loop
 
     def _enter(self, method: str) -> None:
         self.calls[method] += 1
@@ -128,10 +175,11 @@ class FakeController:
             self.fail_on = None
             raise self.error(f"fake game crashed in {method}")
 
-    def _spawn(self) -> None:
-        self._units = self.world.reset()
+    def _spawn(self, team: Team | None = None) -> None:
+        self._units = self.world.reset() if team is None else self.world.reset(team)
         self.spawns += 1
         self._killed = np.zeros(len(self._units.x), dtype=bool)
+        self._last_killed = np.zeros(len(self._units.x), dtype=bool)
         self._hidden_loops = self.enemy_delay
 
     def tag(self, row: int) -> int:
@@ -145,11 +193,24 @@ class FakeController:
     def create_game(self, request: sc_pb.RequestCreateGame) -> None:
         self._enter("create_game")
         self.requests["create_game"].append(request)
+        self.spawning_map = not request.local_map.map_path.endswith(f"/{GEN_MAP_FILE}.SC2Map")
 
     def join_game(self, request: sc_pb.RequestJoinGame) -> None:
         self._enter("join_game")
         self.requests["join_game"].append(request)
-        self._spawn()
+        if self.spawning_map:
+            self._spawn()
+
+    def data(self) -> static_data.StaticData:
+        """The game's static data as pysc2 wraps it: one entry per unit type, ids 0.., the last
+        nine the map's RL copies (SMACv2's map), numbered as the world numbers its allies."""
+        self._enter("data")
+        rl_ids = [self.world.ally_unit_ids[name] for name in GEN_UNIT_NAMES]
+        assert rl_ids == list(range(rl_ids[0], rl_ids[0] + len(rl_ids))), "RL ids must be consecutive"
+        units = [data_pb.UnitTypeData(unit_id=i, name=f"Unit{i}") for i in range(rl_ids[0])]
+        units += [data_pb.UnitTypeData(unit_id=i, name=f"{name.capitalize()}_RL")
+                  for i, name in zip(rl_ids, GEN_UNIT_NAMES)]
+        return static_data.StaticData(sc_pb.ResponseData(units=units))
 
     def game_info(self) -> sc_pb.ResponseGameInfo:
         self._enter("game_info")
@@ -158,7 +219,7 @@ class FakeController:
     def actions(self, request: sc_pb.RequestAction) -> None:
         self._enter("actions")
         self.requests["actions"].append(request)
-        n = self.world.n_allies
+        n = self._units.n_allies
         kind, target = np.zeros(n, dtype=np.int8), np.zeros(n, dtype=np.int64)
         tx, ty = np.zeros(n), np.zeros(n)
         for action in request.actions:
@@ -173,11 +234,18 @@ class FakeController:
         self._orders = (kind, tx, ty, target)
 
     def step(self, count: int = 1) -> None:
-        """Advance the fake game: respawn after a full kill, reveal late enemies, or play."""
+        """Advance the fake game: create the ordered units, respawn after a full kill (a SMAC
+        map; SMACv2's stays empty), reveal late enemies, or play."""
         self._enter("step")
         self.step_counts.append(count)
-        if self._killed.all():
-            self._spawn()
+        self._lingering -= count
+        if self._created:
+            self.teams.append(self._created_team())
+            self._created = []
+            self._spawn(self.teams[-1])
+        elif self._killed.all():
+            if self.spawning_map:
+                self._spawn()
         elif self._hidden_loops > 0:
             self._hidden_loops -= count
         else:
@@ -189,11 +257,15 @@ class FakeController:
         self._enter("observe")
         response = sc_pb.ResponseObservation()
         u = self._units
+        if u is None:  # SMACv2's map before its first units
+            return response
         shown = self._hidden_loops <= 0
         engaged = dict(self.world.last_attacks) if shown else {}
-        for row in range(len(u.x)):
+        rows = range(len(u.x))
+        for row in reversed(rows) if self.reversed_order else rows:
             ally = row < u.n_allies
-            if not u.alive[row] or self._killed[row] or not (ally or shown):
+            lingering = self._last_killed[row] and self._lingering > 0
+            if not u.alive[row] or (self._killed[row] and not lingering) or not (ally or shown):
                 continue
             raw = response.observation.raw_data.units.add(
                 tag=self.tag(row), unit_type=int(u.unit_type[row]),
@@ -207,12 +279,32 @@ class FakeController:
         return response
 
     def debug(self, commands) -> None:
+        """Kill units now; create units at the next game loop (one unit per command)."""
         self._enter("debug")
         self.requests["debug"].append(commands)
         for command in commands:
+            if command.HasField("kill_unit"):
+                self._last_killed = np.zeros_like(self._killed)
+                self._lingering = self.linger_loops
             for tag in command.kill_unit.tag:
-                self._killed[self.row(tag)] = True
-        self._killed |= ~self._units.alive
+                self._killed[self.row(tag)] = self._last_killed[self.row(tag)] = True
+            if command.HasField("create_unit"):
+                assert command.create_unit.quantity == 1 and not self.spawning_map
+                self._created.append(command.create_unit)
+        if self._units is not None:
+            self._killed |= ~self._units.alive
+
+    def _created_team(self) -> Team:
+        """The Team the pending create commands make: per owner, in command order."""
+        ally_names = {unit_id: name for name, unit_id in self.world.ally_unit_ids.items()}
+        enemy_names = {unit_id: name for name, unit_id in STOCK_ID_OF_NAME.items()}
+        sides = {ALLY_OWNER: ([], [], ally_names), ENEMY_OWNER: ([], [], enemy_names)}
+        for create in self._created:
+            names, points, name_of = sides[create.owner]
+            names.append(name_of[create.unit_type])
+            points.append((create.pos.x, create.pos.y))
+        (ally_units, ally_xy, _), (enemy_units, enemy_xy, _) = sides[ALLY_OWNER], sides[ENEMY_OWNER]
+        return Team(tuple(ally_units), tuple(ally_xy), tuple(enemy_units), tuple(enemy_xy))
 
     def save_replay(self) -> bytes:
         self._enter("save_replay")
@@ -244,6 +336,52 @@ class ScriptedWorld:
         return self.states[len(self.orders)]
 
 
+class TeamWorld:
+    """A contract world for SMACv2's map without a simulator: reset(team) puts every unit on its
+    point, a unit sharing its side's point with k earlier ones k * SPREAD further along x (the
+    game pushes units apart); row i has i + 1 hit points, so a row bound to the wrong unit shows.
+    Units stand still and never fire; the orders of every step are kept."""
+
+    step_mul = 8
+    SPREAD = 0.75
+    ally_unit_ids = {name: GEN_RL_BASE + index for index, name in enumerate(GEN_UNIT_NAMES)}
+
+    def __init__(self):
+        self.teams: list[Team] = []
+        self.orders: list[tuple] = []
+        self.last_attacks: list[tuple[int, int]] = []
+        self.units: Units | None = None
+
+    def reset(self, team: Team) -> Units:
+        self.teams.append(team)
+        xy = self._placed(team.ally_xy) + self._placed(team.enemy_xy)
+        types = [self.ally_unit_ids[n] for n in team.ally_units] + [STOCK_ID_OF_NAME[n] for n in team.enemy_units]
+        n = len(types)
+        self.units = make_units(len(team.ally_units), len(team.enemy_units), unit_type=types,
+                                x=[x for x, _ in xy], y=[y for _, y in xy], health=list(range(1, n + 1)),
+                                health_max=[n] * n)
+        return self.units
+
+    def _placed(self, points) -> list[tuple[float, float]]:
+        placed = []
+        for i, (x, y) in enumerate(points):
+            placed.append((x + self.SPREAD * list(points[:i]).count((x, y)), y))
+        return placed
+
+    def step(self, kind, tx, ty, target) -> Units:
+        self.orders.append((kind.copy(), tx.copy(), ty.copy(), target.copy()))
+        return self.units
+
+
+def orders(n: int, **by_ally):
+    """Order arrays (kind, tx, ty, target) for n allies; by_ally: a<i>=(kind, tx, ty, target)."""
+    kind, tx, ty, target = np.zeros(n, np.int8), np.zeros(n), np.zeros(n), np.full(n, -1)
+    for key, (k, x, y, t) in by_ally.items():
+        i = int(key[1:])
+        kind[i], tx[i], ty[i], target[i] = k, x, y, t
+    return kind, tx, ty, target
+
+
 class FakeLauncher:
     """SC2Engine's `launcher`: hands out the given controllers, one per (re)launch."""
 
@@ -269,6 +407,16 @@ class FakeLauncher:
 
     def _close(self) -> None:
         self.closed += 1
+
+
+def fake_install(root: Path, *map_names: str) -> Path:
+    """A folder that looks like an SC2 install (no game binary) holding map files (default: 3m only)
+    in Maps/SMAC_Maps; a map file is an MPQ archive, as real ones are."""
+    (root / "Versions" / "Base75689").mkdir(parents=True, exist_ok=True)
+    (root / "Maps" / "SMAC_Maps").mkdir(parents=True, exist_ok=True)
+    for map_name in map_names or ("3m",):
+        (root / "Maps" / "SMAC_Maps" / f"{map_name}.SC2Map").write_bytes(b"MPQ\x1a map " + map_name.encode())
+    return root
 
 
 def world_game_info(world: BuiltinEngine) -> sc_pb.ResponseGameInfo:

@@ -19,7 +19,7 @@ from envs.starcraft.sc2_engine import (ABILITY_ATTACK, ABILITY_HEAL, ABILITY_MOV
 from envs.starcraft import backend as backend_module
 from envs.starcraft.backend import (GameRestarted, installed_by_launcher, make_engine, sc2_install_dir,
                                     select_backend)
-from envs.starcraft.engine import BuiltinEngine, Units
+from envs.starcraft.engine import BuiltinEngine
 from envs.starcraft.starcraft2 import StarCraft2Env
 from pysc2 import maps as pysc2_maps
 from pysc2 import run_configs
@@ -28,23 +28,11 @@ from pysc2.lib.sc_process import SC2LaunchError
 from pysc2.run_configs import platforms as pysc2_platforms
 from s2clientprotocol import common_pb2 as sc_common
 from s2clientprotocol import sc2api_pb2 as sc_pb
-from sc2_fakes import (FLOAT_FIELDS, TAG_STRIDE, FakeController, FakeLauncher, Float32Engine,
-                       ScriptedWorld, encode_game_info, fake_game_info, make_units, units_copy,
-                       world_game_info)
+from sc2_fakes import (TAG_STRIDE, FakeController, FakeLauncher, Float32Engine, ScriptedWorld,
+                       assert_units_equal, encode_game_info, fake_game_info, fake_install, make_units,
+                       orders, units_copy, world_game_info)
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def assert_units_equal(got: Units, want: Units) -> None:
-    assert (got.n_allies, got.n_enemies) == (want.n_allies, want.n_enemies)
-    np.testing.assert_array_equal(got.unit_type, want.unit_type)
-    np.testing.assert_array_equal(got.alive, want.alive)
-    for name in FLOAT_FIELDS:
-        g, w = getattr(got, name), getattr(want, name)
-        if name in ("health", "shield"):  # a dead unit reads 0 on both sides
-            np.testing.assert_array_equal(g, w, err_msg=name)
-        else:
-            np.testing.assert_array_equal(g[want.alive], w[want.alive], err_msg=name)
 
 
 def world(map_name: str = "3m", seed: int = 3) -> BuiltinEngine:
@@ -58,25 +46,6 @@ def fake_engine(map_name: str = "3m", seed: int = 3, *controllers: FakeControlle
         controllers = (FakeController(sim, world_game_info(sim)),)
     launcher = FakeLauncher(*controllers)
     return SC2Engine(map_name, seed, launcher=launcher, **kwargs), launcher
-
-
-def orders(n: int, **by_ally):
-    """Order arrays (kind, tx, ty, target) for n allies; by_ally: a<i>=(kind, tx, ty, target)."""
-    kind, tx, ty, target = np.zeros(n, np.int8), np.zeros(n), np.zeros(n), np.full(n, -1)
-    for key, (k, x, y, t) in by_ally.items():
-        i = int(key[1:])
-        kind[i], tx[i], ty[i], target[i] = k, x, y, t
-    return kind, tx, ty, target
-
-
-def fake_install(root: Path, *map_names: str) -> Path:
-    """A folder that looks like an SC2 install (no game binary) holding SMAC maps (default: 3m only);
-    a map file is an MPQ archive, as real ones are."""
-    (root / "Versions" / "Base75689").mkdir(parents=True, exist_ok=True)
-    (root / "Maps" / "SMAC_Maps").mkdir(parents=True, exist_ok=True)
-    for map_name in map_names or ("3m",):
-        (root / "Maps" / "SMAC_Maps" / f"{map_name}.SC2Map").write_bytes(b"MPQ\x1a map " + map_name.encode())
-    return root
 
 
 def commands(controller: FakeController) -> list:

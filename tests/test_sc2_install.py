@@ -1,9 +1,10 @@
-"""scripts/install_sc2.sh against fake installs: it checks every map of the registry, fetches the ones
-the maps pack lacks from SMAC's repository and names any map it could not get.
+"""scripts/install_sc2.sh against fake installs: it checks every map of the registry and SMACv2's map
+file, fetches the SMAC maps the maps pack lacks from SMAC's repository and SMACv2's from SMACv2's,
+and names any map it could not get.
 
 No network: `curl` on PATH is a stub that copies file:// URLs only (and logs every URL asked for),
 `wget` a stub that fails; the download locations point at local folders through the script's
-SMAC_MAPS_ZIP_URL and SMAC_MAP_BASE_URL variables.
+SMAC_MAPS_ZIP_URL, SMAC_MAP_BASE_URL and SMACV2_MAP_BASE_URL variables.
 """
 import os
 import re
@@ -14,11 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from envs.starcraft.maps import MAP_REGISTRY
+from envs.starcraft.backend import map_file_stem
+from envs.starcraft.maps import GEN_MAPS, MAP_REGISTRY
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "install_sc2.sh"
-ALL_MAPS = list(MAP_REGISTRY)
+SMAC_MAPS = list(MAP_REGISTRY)
+SMACV2_MAP = "32x32_flat"
+ALL_MAPS = SMAC_MAPS + [SMACV2_MAP]
 
 CURL_STUB = r"""#!/bin/sh
 # curl stand-in: copies file:// URLs to --output, refuses anything else.
@@ -47,7 +51,7 @@ def map_bytes(name: str) -> bytes:
 
 
 def fake_install(root: Path, maps=ALL_MAPS) -> Path:
-    """A game folder (Versions/Base*, no binary) with the given SMAC maps."""
+    """A game folder (Versions/Base*, no binary) with the given map files."""
     (root / "Versions" / "Base75689").mkdir(parents=True)
     (root / "Maps" / "SMAC_Maps").mkdir(parents=True)
     for name in maps:
@@ -56,7 +60,7 @@ def fake_install(root: Path, maps=ALL_MAPS) -> Path:
 
 
 def map_folder(root: Path, maps) -> Path:
-    """SMAC's repository folder of maps (what SMAC_MAP_BASE_URL points at)."""
+    """A repository's folder of maps (what SMAC_MAP_BASE_URL or SMACV2_MAP_BASE_URL points at)."""
     root.mkdir(parents=True)
     for name in maps:
         (root / f"{name}.SC2Map").write_bytes(map_bytes(name))
@@ -77,6 +81,7 @@ class Installer:
         self.log.touch()
         self.env = dict(os.environ, PATH=f"{self.bin}:{os.environ['PATH']}", CURL_LOG=str(self.log),
                         SMAC_MAP_BASE_URL=f"file://{tmp_path / 'smac_repo_maps'}",
+                        SMACV2_MAP_BASE_URL=f"file://{tmp_path / 'smacv2_repo_maps'}",
                         SMAC_MAPS_ZIP_URL=f"file://{tmp_path / 'SMAC_Maps.zip'}")
 
     def __call__(self, *args: str) -> subprocess.CompletedProcess:
@@ -92,17 +97,21 @@ def install(tmp_path):
     return Installer(tmp_path)
 
 
-def test_the_script_checks_exactly_the_registry_maps():
+def listed(array: str) -> list[str]:
+    return re.search(rf"^{array}=\(([^)]*)\)", SCRIPT.read_text(), re.MULTILINE).group(1).split()
+
+
+def test_the_script_checks_exactly_the_registry_maps_and_smacv2s_map_file():
     subprocess.run(["bash", "-n", str(SCRIPT)], check=True)
-    listed = re.search(r"^SMAC_MAPS=\(([^)]*)\)", SCRIPT.read_text(), re.MULTILINE).group(1).split()
-    assert listed == ALL_MAPS and len(listed) == 23
+    assert listed("SMAC_MAPS") == SMAC_MAPS and len(SMAC_MAPS) == 23
+    assert listed("SMACV2_MAPS") == sorted({map_file_stem(m) for m in GEN_MAPS}) == [SMACV2_MAP]
 
 
 def test_a_complete_install_is_left_alone(tmp_path, install):
     target = fake_install(tmp_path / "game dir")
     result = install(target)
     assert result.returncode == 0, result.stderr
-    assert "StarCraft II already installed" in result.stdout and "SMAC maps already installed" in result.stdout
+    assert "StarCraft II already installed" in result.stdout and "SMAC and SMACv2 maps already installed" in result.stdout
     assert result.stdout.strip().splitlines()[-1] == f'export SC2PATH="{target}"'
     assert install.urls == []
     usage = install("a", "b")
@@ -120,18 +129,31 @@ def test_maps_missing_from_the_pack_are_fetched_from_smacs_repository(tmp_path, 
     assert install.urls == [f"{base}/2s3z.SC2Map", f"{base}/1c3s5z.SC2Map"]  # not the pack: 3m is there
     for name in ("1c3s5z", "2s3z"):
         assert (target / "Maps" / "SMAC_Maps" / f"{name}.SC2Map").read_bytes() == map_bytes(name)
-    assert "Fetching 1c3s5z.SC2Map" in result.stdout and "all 23 SMAC maps" in result.stdout
+    assert "Fetching 1c3s5z.SC2Map" in result.stdout and "all 23 SMAC maps and SMACv2's 32x32_flat" in result.stdout
+
+
+def test_a_smac_install_gets_smacv2s_map_from_smacv2s_repository(tmp_path, install):
+    target = fake_install(tmp_path / "sc2", SMAC_MAPS)  # installed for SMAC before SMACv2 came
+    map_folder(tmp_path / "smac_repo_maps", ALL_MAPS)  # SMAC's folder is not asked
+    map_folder(tmp_path / "smacv2_repo_maps", [SMACV2_MAP])
+    result = install(target)
+    assert result.returncode == 0, result.stderr
+    assert install.urls == [f"file://{tmp_path / 'smacv2_repo_maps'}/32x32_flat.SC2Map"]
+    assert (target / "Maps" / "SMAC_Maps" / "32x32_flat.SC2Map").read_bytes() == map_bytes(SMACV2_MAP)
 
 
 def test_a_map_that_cannot_be_fetched_is_named_and_fails_the_script(tmp_path, install):
-    target = fake_install(tmp_path / "sc2", [m for m in ALL_MAPS if m not in ("1c3s5z", "corridor")])
-    map_folder(tmp_path / "smac_repo_maps", ["corridor"])  # 1c3s5z is not there either
+    target = fake_install(tmp_path / "sc2", [m for m in ALL_MAPS if m not in ("1c3s5z", "corridor", SMACV2_MAP)])
+    map_folder(tmp_path / "smac_repo_maps", ["corridor", SMACV2_MAP])  # 1c3s5z is not there either, and
+    map_folder(tmp_path / "smacv2_repo_maps", [])  # SMACv2's map is only looked for in SMACv2's repository
     result = install(target)
     assert result.returncode == 1
     maps_dir = target / "Maps" / "SMAC_Maps"
     error = result.stderr.strip().splitlines()[-1]
-    assert error.startswith(f"install_sc2.sh: 1 of 23 SMAC maps missing from {maps_dir}: 1c3s5z (")
-    assert "could not fetch" in result.stderr and "export SC2PATH" not in result.stdout
+    assert error.startswith(f"install_sc2.sh: 2 of 24 maps missing from {maps_dir}: 1c3s5z 32x32_flat (")
+    assert f"could not fetch file://{tmp_path / 'smac_repo_maps'}/1c3s5z.SC2Map" in result.stderr
+    assert f"could not fetch file://{tmp_path / 'smacv2_repo_maps'}/32x32_flat.SC2Map" in result.stderr
+    assert "export SC2PATH" not in result.stdout
     assert (maps_dir / "corridor.SC2Map").exists()
     assert sorted(p.name for p in maps_dir.iterdir() if p.name.startswith(".")) == []  # no partial download
 
@@ -140,12 +162,14 @@ def test_a_map_that_cannot_be_fetched_is_named_and_fails_the_script(tmp_path, in
 def test_a_fresh_maps_install_unpacks_the_pack_then_fetches_what_it_lacks(tmp_path, install):
     target = fake_install(tmp_path / "sc2", [])
     with zipfile.ZipFile(tmp_path / "SMAC_Maps.zip", "w") as pack:  # the first release's layout
-        for name in ALL_MAPS:
+        for name in SMAC_MAPS:
             if name != "1c3s5z":
                 pack.writestr(f"SMAC_Maps/{name}.SC2Map", map_bytes(name))
     map_folder(tmp_path / "smac_repo_maps", ["1c3s5z"])
+    map_folder(tmp_path / "smacv2_repo_maps", [SMACV2_MAP])
     result = install(target)
     assert result.returncode == 0, result.stderr
-    assert install.urls == [f"file://{tmp_path / 'SMAC_Maps.zip'}", f"file://{tmp_path / 'smac_repo_maps'}/1c3s5z.SC2Map"]
+    assert install.urls == [f"file://{tmp_path / 'SMAC_Maps.zip'}", f"file://{tmp_path / 'smac_repo_maps'}/1c3s5z.SC2Map",
+                            f"file://{tmp_path / 'smacv2_repo_maps'}/32x32_flat.SC2Map"]
     assert sorted(p.stem for p in (target / "Maps" / "SMAC_Maps").glob("*.SC2Map")) == sorted(ALL_MAPS)
     assert not list(tmp_path.glob("sc2*/.install_sc2.*")) and not list(tmp_path.glob(".install_sc2.*"))

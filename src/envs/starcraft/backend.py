@@ -1,6 +1,6 @@
-"""Which engine runs the SMAC battles: real StarCraft II (through pysc2) or the built-in simulator.
+"""Which engine runs the SMAC and SMACv2 battles: real StarCraft II (through pysc2) or the built-in simulator.
 
-`env_args.backend` chooses: "sc2" needs the game and the SMAC maps, "builtin" never does, and
+`env_args.backend` chooses: "sc2" needs the game and the map's file, "builtin" never does, and
 "auto" (the default) takes the real game whenever it is installed with the requested map, so
 users who have StarCraft II get it without changing a config; when it falls back it says in one
 line which file it looked for. The game is looked for where pysc2 will look (without importing it).
@@ -14,8 +14,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from envs.starcraft.maps import GEN_MAPS, SMACV2_SCENARIOS
+
 BACKENDS = ("auto", "sc2", "builtin")
 INSTALL_SCRIPT = "scripts/install_sc2.sh"
+# SMACv2's map file, in its maps pack beside SMAC's maps (oxwhirl/smacv2, smacv2/env/starcraft2/maps/SMAC_Maps).
+GEN_MAP_FILE = "32x32_flat"
 
 # pysc2's install locations when SC2PATH is not set and the Battle.net launcher left no
 # ExecuteInfo.txt (pysc2.run_configs.platforms).
@@ -86,10 +90,23 @@ def sc2_install_dir() -> Path:
     return Path(_DEFAULT_INSTALL_DIRS.get(system, "~/StarCraftII")).expanduser()
 
 
+def is_gen_map(map_name: str) -> bool:
+    """True for SMACv2's 10gen maps and scenario names, which the game plays from a drawn Team."""
+    return map_name in GEN_MAPS or map_name in SMACV2_SCENARIOS
+
+
+def map_file_stem(map_name: str) -> str:
+    """The name (without .SC2Map) of the map file that plays `map_name`: SMACv2's 10gen maps and
+    its scenarios are all played on SMACv2's empty 32x32_flat map (SMACv2's smac_maps.py), every
+    SMAC map on the file of its own name."""
+    return GEN_MAP_FILE if is_gen_map(map_name) else map_name
+
+
 def smac_map_file(map_name: str, install_dir: Path | None = None) -> Path:
-    """Where pysc2 reads a SMAC map: <install>/Maps/SMAC_Maps/<map>.SC2Map."""
+    """Where pysc2 reads the map file of `map_name`: <install>/Maps/SMAC_Maps/<file>.SC2Map (SMACv2
+    keeps its map in SMAC's folder too)."""
     root = sc2_install_dir() if install_dir is None else install_dir
-    return root / "Maps" / "SMAC_Maps" / f"{map_name}.SC2Map"
+    return root / "Maps" / "SMAC_Maps" / f"{map_file_stem(map_name)}.SC2Map"
 
 
 def sc2_missing(map_name: str) -> str | None:

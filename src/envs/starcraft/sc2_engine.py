@@ -1,7 +1,10 @@
 """The engine contract (see engine.py) played by real StarCraft II through pysc2's raw interface.
 
-The game runs the SMAC map itself: its triggers spawn both armies, give the enemies their
-orders and respawn everything once no unit is left. This engine only launches the game, turns
+A SMAC map runs itself: its triggers spawn both armies, give the enemies their orders and
+respawn everything once no unit is left. SMACv2's 10gen maps are all played on its empty map
+32x32_flat, which spawns nothing: at every reset this engine kills whatever is left and creates
+the drawn team (envs.starcraft.teams.Team) with debug commands, as SMACv2 does; the map's
+triggers then give the enemies their orders. Otherwise the engine only launches the game, turns
 the logic's per-ally orders into raw unit commands, and reads the raw units back into the
 contract's `Units` table, keyed by the unit tags seen at reset. Everything goes through one
 `GameProcess`, so tests can swap the real game for a fake controller.
@@ -19,6 +22,7 @@ import logging
 import os
 import subprocess
 import threading
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -35,9 +39,11 @@ from s2clientprotocol import debug_pb2 as d_pb
 from s2clientprotocol import raw_pb2 as r_pb
 from s2clientprotocol import sc2api_pb2 as sc_pb
 
-from envs.starcraft.backend import GameRestarted
+from envs.starcraft.backend import GameRestarted, is_gen_map, map_file_stem
 from envs.starcraft.engine import ORDER_ATTACK, ORDER_HEAL, ORDER_KEEP, ORDER_MOVE, ORDER_STOP, Units
-from envs.starcraft.maps import MAP_REGISTRY, get_map_params
+from envs.starcraft.maps import GEN_MAPS, MAP_REGISTRY, gen_map_of, get_gen_map_params, get_map_params
+from envs.starcraft.teams import GEN_UNIT_NAMES, Team
+from envs.starcraft.unit_ids import STOCK_ID_OF_NAME
 from utils import death_signal
 
 logger = logging.getLogger(__name__)
@@ -58,14 +64,16 @@ DIFFICULTIES = {
 
 # What a dropped or crashed game raises through pysc2's controller.
 GAME_ERRORS = (protocol.ProtocolError, protocol.ConnectionError)
-# Game loops to wait for the map trigger to respawn both armies before giving up.
+# Game loops to wait for the map trigger to respawn both armies (or for the game to create the
+# team, or to remove killed units) before giving up.
 MAX_SPAWN_LOOPS = 1000
-# Loops stepped after the kill command before waiting for the respawn (as SMAC does).
+# Loops stepped after the kill command before waiting for the respawn (as SMAC does); on SMACv2's
+# map, the loops of each step while waiting for the killed units to go (as SMACv2 does).
 KILL_SETTLE_LOOPS = 2
 
 
 class SMACMap(maps_lib.Map):
-    """pysc2 settings shared by every SMAC map file (found under <SC2PATH>/Maps/SMAC_Maps)."""
+    """pysc2 settings shared by every SMAC and SMACv2 map file (found under <SC2PATH>/Maps/SMAC_Maps)."""
 
     directory = "SMAC_Maps"
     download = "https://github.com/oxwhirl/smac#smac-maps"
@@ -74,10 +82,37 @@ class SMACMap(maps_lib.Map):
     game_steps_per_episode = 0
 
 
-# One pysc2 map class per registry name, so that pysc2.maps.get("3m") finds them too.
+# One pysc2 map class per registry name, so that pysc2.maps.get("3m") finds them too; the 10gen
+# maps name SMACv2's map file 32x32_flat, as SMACv2 registers them.
 SMAC_MAPS: dict[str, type[SMACMap]] = {
-    name: type(name, (SMACMap,), {"filename": name}) for name in MAP_REGISTRY
+    name: type(name, (SMACMap,), {"filename": map_file_stem(name)}) for name in (*MAP_REGISTRY, *GEN_MAPS)
 }
+
+
+def rl_unit_ids(n_unit_types: int) -> dict[str, int]:
+    """Raw type ids of SMACv2's allied RL copies, from the number of unit types the game reports.
+
+    SMACv2's map defines its nine RL copies after every stock unit, in the order of
+    GEN_UNIT_NAMES, so they hold the last nine ids (SMACv2's _init_ally_unit_types).
+    """
+    first = n_unit_types - len(GEN_UNIT_NAMES)
+    return {name: first + index for index, name in enumerate(GEN_UNIT_NAMES)}
+
+
+def team_order(raw_units: list, names: tuple[str, ...], points: tuple, type_ids: dict[str, int]) -> list:
+    """One side's created raw units in the team's order (row i holds a unit of type names[i]).
+
+    The game reports units in an order of its own and may push a unit off its point when others
+    stand there. So each unit, in observation order, takes the free row of its type whose point
+    is nearest to it (of equally near rows, the first): units of one type created at one point are
+    interchangeable, and keep their observation order.
+    """
+    rows: list = [None] * len(names)
+    for raw in raw_units:
+        free = [i for i, name in enumerate(names) if rows[i] is None and type_ids[name] == raw.unit_type]
+        nearest = min(free, key=lambda i: ((points[i][0] - raw.pos.x) ** 2 + (points[i][1] - raw.pos.y) ** 2, i))
+        rows[nearest] = raw
+    return rows
 
 
 @dataclass
@@ -178,16 +213,20 @@ class SC2Engine:
 
     `launcher` returns a fresh `GameProcess` on every call (default: `launch_sc2`); the engine
     calls it again after a ProtocolError/ConnectionError and counts that in `restarts`. close()
-    ends the game; a reset() after it launches a new one.
+    ends the game; a reset() after it launches a new one. For SMACv2's maps (a 10gen map or a
+    scenario name) reset takes the episode's Team and `ally_unit_ids` holds the RL copies' ids.
     """
 
     def __init__(self, map_name: str, seed: int | None, step_mul: int = 8, difficulty: str = "7",
                  game_version: str | None = None, window_size: tuple[int, int] = (1920, 1200),
                  launcher: Callable[[], GameProcess] | None = None):
-        params = get_map_params(map_name)
+        self.generated = is_gen_map(map_name)
+        params = get_gen_map_params(map_name) if self.generated else get_map_params(map_name)
         if difficulty not in DIFFICULTIES:
             raise ValueError(f"unknown difficulty '{difficulty}'; choose one of: {', '.join(DIFFICULTIES)}")
         self.map_name = map_name
+        self._map_path = SMAC_MAPS[gen_map_of(map_name) if self.generated else map_name]().path
+        self.ally_unit_ids: dict[str, int] = {}  # SMACv2's maps: unit name -> raw id of its RL copy
         self.seed = seed
         self.step_mul = step_mul
         self.n_allies, self.n_enemies = params.n_agents, params.n_enemies
@@ -221,10 +260,10 @@ class SC2Engine:
             raise
 
     def _start_game(self, controller) -> None:
-        """Create the SMAC map against the built-in AI, join with raw access, read the map."""
-        map_path = SMAC_MAPS[self.map_name]().path
+        """Create the map against the built-in AI, join with raw access, read the map (and on
+        SMACv2's map the RL copies' ids)."""
         create = sc_pb.RequestCreateGame(
-            local_map=sc_pb.LocalMap(map_path=map_path, map_data=self._game.map_data(map_path)),
+            local_map=sc_pb.LocalMap(map_path=self._map_path, map_data=self._game.map_data(self._map_path)),
             realtime=False,
         )
         if self.seed is not None:
@@ -235,6 +274,8 @@ class SC2Engine:
         controller.join_game(sc_pb.RequestJoinGame(
             race=self._ally_race, options=sc_pb.InterfaceOptions(raw=True, score=False)))
         self._read_game_info(controller.game_info().start_raw)
+        if self.generated:
+            self.ally_unit_ids = rl_unit_ids(len(controller.data().units))
         self._armies_spawned = False  # a new game spawns its armies without a kill
 
     def _read_game_info(self, start_raw: r_pb.StartRaw) -> None:
@@ -269,20 +310,25 @@ class SC2Engine:
         return self._game
 
     # ---- engine contract -------------------------------------------------------------------
-    def reset(self) -> Units:
-        """Kill every unit, wait for the map trigger to respawn both armies, bind their tags.
+    def reset(self, team: Team | None = None) -> Units:
+        """Start an episode and bind its units' tags to the table's rows.
 
-        After close() (or a failed launch) the game is launched again first, as on construction.
+        On a SMAC map (no team): kill every unit and wait for the map trigger to respawn both
+        armies. On SMACv2's map (its team): kill every unit, create the team's and wait for them.
+        After close() (or a failed launch) the game is launched again first, as on construction;
+        a game that fails meanwhile is relaunched and the episode started there.
         """
+        if (team is not None) != self.generated:
+            raise ValueError(f"reset() of map {self.map_name} takes " + (
+                "the episode's Team (a SMACv2 map)" if self.generated else "no team (a SMAC map)"))
         if self._game is None:
             self._launch()
         try:
-            obs = self._respawn()
+            allies, enemies = self._start_episode(team)
         except GAME_ERRORS:
             self._relaunch()
-            obs = self._respawn()
-        self._armies_spawned = True
-        self._bind_units(obs.observation.raw_data.units)
+            allies, enemies = self._start_episode(team)
+        self._bind_units(allies, enemies)
         self.last_attacks = []
         return self.units
 
@@ -319,6 +365,58 @@ class SC2Engine:
         self._close_game()
 
     # ---- internals -------------------------------------------------------------------------
+    def _start_episode(self, team: Team | None) -> tuple[list, list]:
+        """Both armies of the new episode as raw units, each in the order of the table's rows."""
+        if team is None:
+            raw_units = self._respawn().observation.raw_data.units
+            self._armies_spawned = True
+            return ([u for u in raw_units if u.owner == ALLY_OWNER],
+                    [u for u in raw_units if u.owner == ENEMY_OWNER])
+        self._clear_map()
+        raw_units = self._create_team(team)
+        return (team_order([u for u in raw_units if u.owner == ALLY_OWNER], team.ally_units, team.ally_xy,
+                           self.ally_unit_ids),
+                team_order([u for u in raw_units if u.owner == ENEMY_OWNER], team.enemy_units, team.enemy_xy,
+                           STOCK_ID_OF_NAME))
+
+    def _clear_map(self) -> None:
+        """Kill every unit on the map and step until the game shows none (SMACv2's _kill_all_units)."""
+        controller = self._game.controller
+        tags = [u.tag for u in controller.observe().observation.raw_data.units]
+        if tags:
+            controller.debug([d_pb.DebugCommand(kill_unit=d_pb.DebugKillUnit(tag=tags))])
+        loops = 0
+        while tags:
+            if loops >= MAX_SPAWN_LOOPS:
+                raise RuntimeError(f"{len(tags)} units were still on map {self.map_name} {loops} game loops "
+                                   "after they were killed")
+            controller.step(KILL_SETTLE_LOOPS)
+            loops += KILL_SETTLE_LOOPS
+            tags = [u.tag for u in controller.observe().observation.raw_data.units]
+
+    def _create_team(self, team: Team) -> list:
+        """Create every unit of the team with one debug command each (owner 1 allies, 2 enemies, at
+        its point), step one game loop, then one at a time until all exist (SMACv2's init_units);
+        the raw units of both sides."""
+        sides = ((ALLY_OWNER, team.ally_units, team.ally_xy, self.ally_unit_ids),
+                 (ENEMY_OWNER, team.enemy_units, team.enemy_xy, STOCK_ID_OF_NAME))
+        commands = [
+            d_pb.DebugCommand(create_unit=d_pb.DebugCreateUnit(
+                unit_type=type_ids[name], owner=owner, pos=sc_common.Point2D(x=x, y=y), quantity=1))
+            for owner, names, points, type_ids in sides for name, (x, y) in zip(names, points)
+        ]
+        wanted = Counter((c.create_unit.owner, c.create_unit.unit_type) for c in commands)
+        controller = self._game.controller
+        controller.debug(commands)
+        for _ in range(MAX_SPAWN_LOOPS):
+            controller.step(1)
+            raw_units = controller.observe().observation.raw_data.units
+            if Counter((u.owner, u.unit_type) for u in raw_units if u.owner in (ALLY_OWNER, ENEMY_OWNER)) == wanted:
+                return raw_units
+        raise RuntimeError(f"StarCraft II did not create the {len(team.ally_units)} allies and "
+                           f"{len(team.enemy_units)} enemies of the team within {MAX_SPAWN_LOOPS} game loops; "
+                           f"is {self._map_path} SMACv2's map?")
+
     def _respawn(self) -> sc_pb.ResponseObservation:
         controller = self._game.controller
         if self._armies_spawned:
@@ -341,14 +439,15 @@ class SC2Engine:
             f"within {MAX_SPAWN_LOOPS} game loops; is Maps/SMAC_Maps/{self.map_name}.SC2Map a SMAC map?"
         )
 
-    def _bind_units(self, raw_units) -> None:
-        """Fix the table's rows for this episode: allies, then enemies, in observation order."""
-        allies = [u for u in raw_units if u.owner == ALLY_OWNER]
-        enemies = [u for u in raw_units if u.owner == ENEMY_OWNER]
+    def _bind_units(self, allies: list, enemies: list) -> None:
+        """Fix the table's rows for this episode: the allies, then the enemies, in the given order."""
+        self.n_allies, self.n_enemies = len(allies), len(enemies)
+        if (self.units.n_allies, self.units.n_enemies) != (self.n_allies, self.n_enemies):
+            self.units = _empty_units(self.n_allies, self.n_enemies)
         self._tags = np.array([u.tag for u in allies + enemies], dtype=np.uint64)
         self._row_of_tag = {int(tag): row for row, tag in enumerate(self._tags)}
         self.units.alive[:] = False
-        self._update_units(raw_units)
+        self._update_units(allies + enemies)
 
     def _update_units(self, raw_units) -> None:
         """Copy the observed fields into the table; a unit missing from the observation is dead."""
