@@ -33,7 +33,8 @@ with warnings.catch_warnings():
 
 from envs import REGISTRY as env_REGISTRY  # noqa: E402
 from envs.starcraft.backend import select_backend  # noqa: E402
-from envs.starcraft.maps import get_map_params  # noqa: E402
+from envs.starcraft.distributions import CAPABILITY_KEYS, DISTRIBUTION_CONFIG_KEYS, check_capability_config  # noqa: E402
+from envs.starcraft.maps import SMACV2_SCENARIOS, gen_map_of, get_map_params  # noqa: E402
 from run import checkpoint  # noqa: E402
 from run import REGISTRY as run_REGISTRY  # noqa: E402
 from run.run import unique_token  # noqa: E402
@@ -48,6 +49,11 @@ SRC_DIR = dirname(abspath(__file__))
 REPO_DIR = dirname(SRC_DIR)
 CONFIG_DIR = join(SRC_DIR, "config")
 USAGE_EXIT_CODE = 2
+# SMAC's env, and SMACv2's: sc2wrapped plays a 10gen map with the capability_config given,
+# sc2v2 one of the 15 scenarios of SMACv2's paper by name (EPyMARL's), from smacv2_configs/.
+SMACV2_ENVS = ("sc2wrapped", "sc2v2")
+STARCRAFT_ENVS = ("sc2", *SMACV2_ENVS)
+SCENARIO_DIR = join(CONFIG_DIR, "envs", "smacv2_configs")
 
 # PyMARL2's "fd" capture redirects the process's file descriptors through an external `tee`;
 # it fails where stdout/stderr are not real descriptors (pytest, notebooks, some launchers).
@@ -93,10 +99,10 @@ def complete_config(config: dict, command_name: str, logger) -> dict:
     seed = config["seed"] if config.get("seed") is not None else get_seed()
     updates = {"seed": seed, "env_args": {"seed": seed}, "env_seeds": env_seeds(seed, config["batch_size_run"]),
                "train_precision": training_precision(config, logger), "run_kind": run_kind(config)}
-    if config["env"] == "sc2":
+    if config["env"] in STARCRAFT_ENVS:
         updates["env_args"].update(smac_settings(config))
     updates["unique_token"] = unique_token(recursive_dict_update(copy.deepcopy(config), copy.deepcopy(updates)))
-    if config["env"] == "sc2" and config["save_replay"]:
+    if config["env"] in STARCRAFT_ENVS and config["save_replay"]:
         updates["env_args"]["replay_prefix"] = config["env_args"].get("replay_prefix") or updates["unique_token"]
     return updates
 
@@ -123,20 +129,41 @@ def training_precision(config: dict, log) -> str:
 
 
 def smac_settings(config: dict) -> dict:
-    """Check the map, resolve env_args.backend, and record replays (as GIFs under
-    <local_results_path>/replays unless replay_dir is set) when save_replay is on."""
+    """Check the map (and SMACv2's capability_config), resolve env_args.backend, and record replays
+    (as GIFs under <local_results_path>/replays unless replay_dir is set) when save_replay is on."""
     env_args = config["env_args"]
-    if "env_args.map_name" not in COMMAND_LINE_KEYS:
+    if "env_args.map_name" not in COMMAND_LINE_KEYS and config["env"] != "sc2v2":
         logger.warning(f"no env_args.map_name given: playing {env_args['map_name']}, the default of the env config")
     try:
-        get_map_params(env_args["map_name"])
-        settings = {"backend": select_backend(env_args.get("backend", "auto"), env_args["map_name"]),
+        map_file = checked_map(config["env"], env_args)
+        settings = {"backend": select_backend(env_args.get("backend", "auto"), map_file),
                     "record_replay": bool(config["save_replay"])}
     except ValueError as error:
         raise InputError(str(error)) from error
     if config["save_replay"] and not env_args.get("replay_dir"):
         settings["replay_dir"] = join(results_path(config["local_results_path"]), "replays")
     return settings
+
+
+def checked_map(env_name: str, env_args: dict) -> str:
+    """The map file that plays env_args.map_name on `env_name` (a STARCRAFT_ENVS env); ValueError in
+    one line for a map of the other SMAC version, an unknown scenario or a bad capability_config."""
+    map_name = env_args["map_name"]
+    if env_name == "sc2":
+        get_map_params(map_name)
+        return map_name
+    if env_name == "sc2v2":
+        check_scenario_name(map_name)
+    check_capability_config(env_args.get("capability_config", {}), map_name)
+    return gen_map_of(map_name)
+
+
+def check_scenario_name(map_name) -> None:
+    """ValueError unless `map_name` is one of the 15 scenarios env sc2v2 plays by name."""
+    if map_name not in SMACV2_SCENARIOS:
+        given = "no env_args.map_name" if map_name is None else f"env_args.map_name={map_name!r}"
+        raise ValueError(f"{given}: env sc2v2 plays one of SMACv2's scenarios: {', '.join(SMACV2_SCENARIOS)} "
+                         f"(other army sizes: --env-config=sc2_gen_<race>)")
 
 
 @ex.main
@@ -239,18 +266,37 @@ def load_named_config(params: list, option: str, subfolder: str) -> tuple:
 
 
 def build_config(params: list) -> dict:
-    """default.yaml < envs/ENV.yaml < algs/ALG.yaml; consumes --config and --env-config from params.
-    Each file is checked like the command line (known keys, kinds; normalise_file), so a float key
-    stays a float when a later file writes an integer (qmix_large.yaml's `weight_decay: 0`)."""
+    """default.yaml < envs/ENV.yaml (< for env sc2v2, the scenario's smacv2_configs/MAP.yaml, MAP the
+    env_args.map_name of the command line or of ENV.yaml) < algs/ALG.yaml; consumes --config and
+    --env-config from params. Each file is checked like the command line (known keys, kinds;
+    normalise_file), so a float key stays a float when a later file writes an integer
+    (qmix_large.yaml's `weight_decay: 0`)."""
     alg_name, alg_config = load_named_config(params, "--config", "algs")
     env_name, env_config = load_named_config(params, "--env-config", "envs")
     config = load_yaml(join(CONFIG_DIR, "default.yaml"))
-    kinds = env_kinds(env_config.get("env", config["env"]), {})
+    env = env_config.get("env", config["env"])
+    kinds, nested = env_kinds(env, {}), env_nested_keys(env)
     alg_config = without_foreign_env_args(alg_config, kinds)
-    for layer, path in ((env_config, f"src/config/envs/{env_name}.yaml"), (alg_config, f"src/config/algs/{alg_name}.yaml")):
-        recursive_dict_update(config, normalise_file(layer, config, kinds, path))
+    layers = [(env_config, f"src/config/envs/{env_name}.yaml")]
+    if env == "sc2v2":
+        layers.append(scenario_layer(env_config, params))
+    layers.append((alg_config, f"src/config/algs/{alg_name}.yaml"))
+    for layer, path in layers:
+        recursive_dict_update(config, normalise_file(layer, config, kinds, path, nested))
     config.setdefault("name", alg_name)
     return config
+
+
+def scenario_layer(env_config: dict, params: list) -> tuple[dict, str]:
+    """(config layer, its path) of the SMACv2 scenario named by env_args.map_name on the command line,
+    else in the env config; UsageError listing the scenarios for any other name."""
+    map_name = command_line_updates(params).get("env_args", {}).get(
+        "map_name", env_config.get("env_args", {}).get("map_name"))
+    try:
+        check_scenario_name(map_name)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    return load_yaml(join(SCENARIO_DIR, f"{map_name}.yaml")), f"src/config/envs/smacv2_configs/{map_name}.yaml"
 
 
 def without_foreign_env_args(alg_config: dict, kinds: dict | None) -> dict:
@@ -281,7 +327,8 @@ def checked_params(params: list, config: dict) -> list:
         env_name = command_line_updates(params).get("env", config["env"])
     else:
         env_name = config["env"]
-    return params[:start] + normalise_overrides(params[start:], config, env_kinds(env_name, config.get("env_args", {})))
+    return params[:start] + normalise_overrides(params[start:], config, env_kinds(env_name, config.get("env_args", {})),
+                                                env_nested_keys(env_name))
 
 
 def env_kinds(env_name: str, env_args: dict) -> dict | None:
@@ -291,12 +338,38 @@ def env_kinds(env_name: str, env_args: dict) -> dict | None:
     return None if kinds is None else {**{key: None for key in env_args}, **kinds}
 
 
+def env_nested_keys(env_name: str) -> dict:
+    """{dotted path pattern (fnmatch) of a mapping inside env_args: the keys the env reads there} for
+    the env's mapping arguments, so that the command line may add such a key (normalise_overrides):
+    SMACv2's capability_config and its distributions' settings."""
+    if env_name in SMACV2_ENVS:
+        return {"env_args.capability_config": CAPABILITY_KEYS, "env_args.capability_config.*": DISTRIBUTION_CONFIG_KEYS}
+    return {}
+
+
 def env_factory(env_name: str):
-    """The env's constructor (the SMAC simulator's for sc2, whose registry entry is a lazy factory)."""
+    """The env's constructor (the SMAC and SMACv2 simulators' for sc2, sc2wrapped and sc2v2, whose
+    registry entries are lazy factories)."""
     if env_name == "sc2":
         from envs.starcraft.starcraft2 import StarCraft2Env
         return StarCraft2Env
+    if env_name in SMACV2_ENVS:
+        from envs.starcraft.starcraft2_v2 import StarCraftCapabilityEnvWrapper
+        return StarCraftCapabilityEnvWrapper
     return env_REGISTRY.get(env_name)
+
+
+def new_entries(updates: dict, config: dict) -> dict:
+    """The entries of `updates` (nested) under keys that `config` lacks."""
+    new = {}
+    for key, value in updates.items():
+        if key not in config:
+            new[key] = value
+        elif isinstance(value, collections.abc.Mapping) and isinstance(config[key], collections.abc.Mapping):
+            nested = new_entries(value, config[key])
+            if nested:
+                new[key] = nested
+    return new
 
 
 def check_writable(folder: str) -> None:
@@ -352,7 +425,9 @@ def main(argv: list) -> int:
         print(f"{prog}: error: {error}", file=sys.stderr)
         return USAGE_EXIT_CODE
     COMMAND_LINE_KEYS.update(flatten(updates))
-    ex.add_config(config)
+    # Sacred refuses a `with` key its config lacks; the checks above allowed it (an env argument the
+    # env config leaves out, a capability SMACv2's config leaves commented out), so declare it.
+    ex.add_config(recursive_dict_update(config, new_entries(updates, config)))
     logger.info(f"Saving to FileStorageObserver in {file_obs_path}.")
     ex.observers.append(FileStorageObserver(file_obs_path))
     try:

@@ -17,6 +17,7 @@ so config.json records what the run used.
 """
 import collections.abc
 import difflib
+import fnmatch
 import inspect
 import types
 import typing
@@ -32,6 +33,14 @@ _NOT_YET_PORTED = {
 UNPORTED_KEYS = {
     key: f"a setting of PyMARL2's {algorithms}, which marlkit does not ship yet"
     for algorithms, keys in _NOT_YET_PORTED.items() for key in keys
+}
+# Arguments of SMACv2's env that SMAC's does not take, with the reason given to whoever sets one on
+# another env.
+SMACV2_ENV_ARGS = {
+    key: "a SMACv2 setting: play SMACv2 with --env-config=sc2_gen_<race> (env sc2wrapped) or --env-config=sc2v2"
+    for key in ("capability_config", "conic_fov", "num_fov_actions", "use_unit_ranges", "min_attack_range",
+                "obs_own_pos", "obs_starcraft", "kill_unit_step_mul", "fully_observable", "prob_obs_enemy",
+                "action_mask")
 }
 
 
@@ -64,25 +73,28 @@ class UsageError(Exception):
     """A command line or config file mistake: reported as one line and exit code 2, without a traceback."""
 
 
-def normalise_overrides(tokens: list, config: dict, env_kinds: dict | None) -> list:
+def normalise_overrides(tokens: list, config: dict, env_kinds: dict | None, nested_keys: dict | None = None) -> list:
     """The `with` tokens checked against `config` (the merged YAML configs) and, where a value needs
     converting, rewritten. `env_kinds` maps the env's constructor arguments to their kinds
-    (env_arg_kinds); None = any argument. Raises UsageError for a token that is not KEY=VALUE
-    (marlkit has no sacred named configs), an unknown key or a value of the wrong kind."""
+    (env_arg_kinds); None = any argument. `nested_keys` maps dotted paths (fnmatch patterns, e.g.
+    "env_args.capability_config.*") of mappings inside env_args to the keys the env reads there
+    beyond those the config has. Raises UsageError for a token that is not KEY=VALUE (marlkit has
+    no sacred named configs), an unknown key or a value of the wrong kind."""
     for i, token in enumerate(tokens):
         if "=" not in token:
             following = tokens[i + 1] if i + 1 < len(tokens) and "=" not in tokens[i + 1] else "VALUE"
             raise UsageError(f"'{token}' after `with` is not KEY=VALUE (marlkit has no named configs); "
                              f"did you mean {token}={following}?")
-    return [_normalise_token(token, config, env_kinds) for token in tokens]
+    return [_normalise_token(token, config, env_kinds, nested_keys or {}) for token in tokens]
 
 
-def normalise_file(layer: dict, base: dict, env_kinds: dict | None, path: str) -> dict:
+def normalise_file(layer: dict, base: dict, env_kinds: dict | None, path: str,
+                   nested_keys: dict | None = None) -> dict:
     """A config file's keys and values checked against `base` (the files merged before it) as the
     command line is, and converted; UsageError naming `path` for an unknown key or a wrong kind."""
     if not isinstance(layer, collections.abc.Mapping):
         raise UsageError(f"{path} must map config keys to values, but holds a {type(layer).__name__}")
-    return _check(layer, base, "", env_kinds, {}, source=path)[0]
+    return _check(layer, base, "", _Declared(env_kinds, nested_keys or {}), {}, source=path)[0]
 
 
 def range_error(config: dict) -> str | None:
@@ -101,11 +113,32 @@ def range_error(config: dict) -> str | None:
     return None
 
 
-def _normalise_token(token: str, config: dict, env_kinds: dict | None) -> str:
+class _Declared(typing.NamedTuple):
+    """What may be set beyond the config's keys: the env's arguments and their kinds (None = any
+    argument), and the keys of mappings inside env_args by dotted path pattern."""
+
+    env_kinds: dict | None
+    nested_keys: dict
+
+    def extra_keys(self, where: str) -> set:
+        """Keys allowed at `where` ("" or a dotted path ending in ".") beyond the config's."""
+        if not where:
+            return set(_KEY_KINDS)
+        if where == "env_args.":
+            return set(self.env_kinds or ())
+        return {key for pattern, keys in self.nested_keys.items() if fnmatch.fnmatchcase(where[:-1], pattern)
+                for key in keys}
+
+    def open_mapping(self, where: str) -> bool:
+        """Whether the mapping at `where` has declared keys (so a new one is checked key by key)."""
+        return any(fnmatch.fnmatchcase(where[:-1], pattern) for pattern in self.nested_keys)
+
+
+def _normalise_token(token: str, config: dict, env_kinds: dict | None, nested_keys: dict) -> str:
     path, _, raw = token.partition("=")
     path = path.strip()
     updates, _ = get_config_updates([token])
-    checked, changed = _check(updates, config, "", env_kinds, {path: raw.strip()})
+    checked, changed = _check(updates, config, "", _Declared(env_kinds, nested_keys), {path: raw.strip()})
     if not changed:
         return token
     value = checked
@@ -114,21 +147,24 @@ def _normalise_token(token: str, config: dict, env_kinds: dict | None) -> str:
     return f"{path}={value!r}"
 
 
-def _check(updates: dict, config: dict, where: str, env_kinds: dict | None, typed: dict,
+def _check(updates: dict, config: dict, where: str, declared: _Declared, typed: dict,
            source: str | None = None) -> tuple[dict, bool]:
     """(updates with converted values, whether any changed); UsageError for unknown keys and wrong
     kinds. `typed` maps a dotted key to the text typed for it; `source` names the config file the
     updates come from (None: the command line)."""
     in_env_args = where == "env_args."
-    known = set(config) | (set(env_kinds or ()) if in_env_args else set(_KEY_KINDS))
+    env_kinds = declared.env_kinds
+    known = set(config) | declared.extra_keys(where)
     checked, changed = {}, False
     for key, value in updates.items():
         name = where + key
         if key not in known and not (in_env_args and env_kinds is None):
             raise UsageError(_unknown_key_message(name, value, known, where, source))
         default = config.get(key)
+        if default is None and isinstance(value, collections.abc.Mapping) and declared.open_mapping(f"{name}."):
+            default = {}
         if isinstance(value, collections.abc.Mapping) and isinstance(default, collections.abc.Mapping):
-            checked[key], key_changed = _check(value, default, f"{name}.", env_kinds, typed, source)
+            checked[key], key_changed = _check(value, default, f"{name}.", declared, typed, source)
         else:
             kind = _KEY_KINDS.get(name) or (env_kinds.get(key) if in_env_args and env_kinds else None)
             try:
@@ -145,9 +181,15 @@ def _unknown_key_message(name: str, value: Any, known: set, where: str, source: 
     context = f"in {source}" if source else f"(with {name}={value!r})"
     if not where and key in UNPORTED_KEYS:
         return f"unknown config key '{name}' {context}: {UNPORTED_KEYS[key]}"
+    if where == "env_args." and key in SMACV2_ENV_ARGS:
+        return f"unknown config key '{name}' {context}: {SMACV2_ENV_ARGS[key]}"
     close = difflib.get_close_matches(key, sorted(known), n=1)
-    hint = (f"did you mean '{where}{close[0]}'?" if close
-            else "the known keys are in src/config/ (default.yaml, envs/, algs/)")
+    if close:
+        hint = f"did you mean '{where}{close[0]}'?"
+    elif where not in ("", "env_args."):
+        hint = f"{where[:-1]} takes {', '.join(sorted(known))}"
+    else:
+        hint = "the known keys are in src/config/ (default.yaml, envs/, algs/)"
     if source and not where:
         hint += " (new keys are declared in src/config/default.yaml)"
     return f"unknown config key '{name}' {context}; {hint}"

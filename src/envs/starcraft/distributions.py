@@ -252,6 +252,9 @@ OPTIONAL_KEYS = {"all_teams": ("exception_unit_types",), "weighted_teams": ("exc
 OBSERVED_KEYS = ("team_gen", "attack", "health")
 # SMACv2's wrapper writes these into every distribution's config (overwriting any given there).
 WRAPPER_KEYS = ("env_key", *ARMY_SIZE_KEYS)
+# Every key some distribution's config may hold.
+DISTRIBUTION_CONFIG_KEYS = tuple(sorted({"dist_type", "observe", *WRAPPER_KEYS,
+                                         *itertools.chain(*REQUIRED_KEYS.values(), *OPTIONAL_KEYS.values())}))
 
 
 def make_distributions(capability_config: dict, rng: np.random.Generator) -> list[Distribution]:
@@ -345,10 +348,10 @@ def _check_unit_types(config: dict, sizes: dict, race: str, where: str) -> None:
         raise ValueError(f"{where}.unit_types must be a non-empty list of the map's units: {', '.join(RACE_UNITS[race])}")
     for name in unit_types:
         if name not in GEN_UNIT_NAMES:
-            raise ValueError(f"unknown unit type {name!r} in {where}.unit_types; the {race} map's: "
+            raise ValueError(f"unknown unit type {name!r} in {where}.unit_types; 10gen_{race} plays "
                              f"{', '.join(RACE_UNITS[race])} (SMACv2's nine: {', '.join(GEN_UNIT_NAMES)})")
         if name not in RACE_UNITS[race]:
-            raise ValueError(f"{where}.unit_types: {name!r} is not a {race} unit, and the {race} map's unit-type "
+            raise ValueError(f"{where}.unit_types: {name!r} is not a {race} unit, and 10gen_{race}'s unit-type "
                              f"bits only know {', '.join(RACE_UNITS[race])}")
     exceptions = config.get("exception_unit_types", [])
     if not isinstance(exceptions, (list, tuple)) or any(name not in unit_types for name in exceptions):
