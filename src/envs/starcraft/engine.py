@@ -48,7 +48,9 @@ import numpy as np
 from envs.starcraft import collisions, combat, orders, steering
 from envs.starcraft import units as us
 from envs.starcraft.collisions import R_ANCHORED, R_FIXED, R_IDLE, R_MOVING
-from envs.starcraft.scenarios import Scenario, get_scenario
+from envs.starcraft.scenarios import Point, Scenario, get_scenario
+from envs.starcraft.teams import Team
+from envs.starcraft.unit_ids import STOCK_ID_OF_NAME
 
 # Order kinds of BuiltinEngine.step (the engine contract): see orders.py.
 ORDER_KEEP, ORDER_STOP, ORDER_MOVE, ORDER_ATTACK, ORDER_HEAL = orders.ORDER_KINDS
@@ -274,16 +276,33 @@ def _fills_its_rows_and_columns(grid: np.ndarray) -> bool:
     return True
 
 
+@functools.cache
 def _hex_offsets(count: int, spacing: float) -> np.ndarray:
-    """Hexagonal lattice offsets around 0, nearest first, at least `count` + margin -> complex [m]."""
+    """Hexagonal lattice offsets around 0, nearest first, at least `count` + margin -> complex [m]
+    (cached, read-only: SMACv2's resets place dozens of groups)."""
     rings = int(np.ceil(np.sqrt(count))) + 3
     a, b = np.meshgrid(np.arange(-rings, rings + 1), np.arange(-rings, rings + 1), indexing="ij")
     pts = (a + 0.5 * b + 1j * (np.sqrt(3.0) / 2.0) * b).ravel() * spacing  # [m]
-    return pts[np.argsort(np.abs(pts), kind="stable")]
+    out = pts[np.argsort(np.abs(pts), kind="stable")]
+    out.flags.writeable = False
+    return out
+
+
+def _pair_table(stats: list[us.UnitStats], value, dtype: type) -> np.ndarray:
+    """value(a, b) for every ordered pair of units, computed once per pair of unit types -> [n, n]."""
+    kinds: dict[str, int] = {}
+    kind_of = np.array([kinds.setdefault(s.name, len(kinds)) for s in stats])  # [n] type index
+    distinct = {s.name: s for s in stats}.values()
+    table = np.array([[value(a, b) for b in distinct] for a in distinct], dtype=dtype)  # [types, types]
+    return table[kind_of[:, None], kind_of[None, :]]
 
 
 class BuiltinEngine:
-    """SC2 micro simulator behind the engine contract (see the spec's ENGINE CONTRACT)."""
+    """SC2 micro simulator behind the engine contract (see the spec's ENGINE CONTRACT).
+
+    On SMAC's maps the armies are the map's (`reset()`); on SMACv2's generated maps they are
+    the teams.Team given to every `reset(team)`, whose allies are the map's RL copies
+    (`ally_unit_ids`: unit name -> raw type id) and enemies the stock units."""
 
     def __init__(self, map_name: str, seed: int | None, step_mul: int = 8):
         if not isinstance(step_mul, int) or step_mul < 1:
@@ -301,13 +320,27 @@ class BuiltinEngine:
         self.max_distance_x, self.max_distance_y = float(sc.map_x), float(sc.map_y)
         self.pathing_grid = sc.pathing_grid
         self.terrain_height = sc.terrain_height
-        self.n_allies, self.n_enemies = sc.n_allies, sc.n_enemies
+        self.ally_unit_ids: dict[str, int] = dict(us.GEN_ALLY_IDS) if sc.generated else {}
         # Ticks must divide the step and stay below every weapon period (at most one shot each).
         self._tick_loops = max(d for d in range(1, LOOPS_PER_TICK + 1) if step_mul % d == 0)
-        self._build_static(list(sc.ally_types) + list(sc.enemy_types))
         self._build_terrain()
-        self._build_state()
+        self._types: tuple[int, ...] = ()
+        self.n_allies = self.n_enemies = 0
+        self.units: Units | None = None  # a generated map has no units before its first reset
+        if not sc.generated:
+            self._set_armies(sc.ally_types + sc.enemy_types, sc.n_allies, sc.ally_spawns + sc.enemy_spawns)
         self.last_attacks: list[tuple[int, int]] = []
+
+    def _set_armies(self, types: tuple[int, ...], n_allies: int, spawns: tuple[Point, ...]) -> None:
+        """The armies to create at reset: raw type ids (allies first) and their spawn points. The
+        tables of the units are rebuilt when the composition changes."""
+        self._spawns = spawns
+        if types == self._types and n_allies == self.n_allies:
+            return
+        self._types = types
+        self.n_allies, self.n_enemies = n_allies, len(types) - n_allies
+        self._build_static(list(types))
+        self._build_state()
 
     # ------------------------------------------------------------------ static tables
     def _build_static(self, types: list[int]) -> None:
@@ -345,13 +378,13 @@ class BuiltinEngine:
         self._tick_speed = self._speed * self._tick_loops
         self._tick_speed_max = self._tick_speed.max()
         self._inv_speed = np.divide(1.0, self._speed, out=np.zeros(self.n), where=self._speed > 0)
+        self._grid_of = np.where(self._is_air, 2, self._cliff.astype(np.int64))  # see _build_terrain
 
     def _build_pair_tables(self, stats: list[us.UnitStats]) -> None:
         """Pairwise constants -> arrays [n, n] indexed [unit i, unit j]."""
         same_side = self._is_enemy[:, None] == self._is_enemy[None, :]
-        self._raw = np.array([[us.damage_per_hit(a, t) for t in stats] for a in stats])
-        self._can_attack = ~same_side & np.array(
-            [[a.has_weapon and us.can_hit(a, t) for t in stats] for a in stats])
+        self._raw = _pair_table(stats, us.damage_per_hit, np.float64)
+        self._can_attack = ~same_side & _pair_table(stats, lambda a, t: a.has_weapon and us.can_hit(a, t), bool)
         self._reach = self._range[:, None] + self._radius[:, None] + self._radius[None, :]
         # Collision distance: only between units of one collision layer, never a unit with itself.
         layer = np.array([s.collide for s in stats])
@@ -375,10 +408,12 @@ class BuiltinEngine:
         order = self.scenario.enemy_order
         ea_attack = self._can_attack[na:, :na]
         self._hunt_allowed = np.ones(na, dtype=bool)
-        self._hunts = order.kind == "attack_units"  # the only order that puts enemies in _HUNT
+        self._hunts = order.kind in ("attack_units", "attack_nearest")  # the orders that put enemies in _HUNT
         if order.kind == "attack_units":
             self._hunt_allowed[:] = False
             self._hunt_allowed[list(order.targets)] = True
+        # SMACv2's trigger: attack orders every _trigger_period loops (0: none), to enemies without one.
+        self._trigger_period = order.period if order.kind == "attack_nearest" else 0
         self._ea_attack = ea_attack
         self._ea_edge = self._radius[na:, None] + self._radius[None, :na]
         # Automatic targeting classes [L "Automatic Targeting"]: an ally is a threat to enemy e
@@ -407,7 +442,6 @@ class BuiltinEngine:
         # Only a walkable area with notches (corridor's choke, 2c_vs_64zg's cliff, ...) can put
         # terrain between a unit and its destination; a rectangle or octagon-like arena cannot.
         self._needs_routing = not all(_fills_its_rows_and_columns(g) for g in grids)
-        self._grid_of = np.where(self._is_air, 2, self._cliff.astype(np.int64))
 
     def _build_state(self) -> None:
         n = self.n
@@ -416,8 +450,7 @@ class BuiltinEngine:
         sh_max = np.array([s.shield for s in self._stats], dtype=np.float64)
         self.units = Units(
             n_allies=self.n_allies, n_enemies=self.n_enemies,
-            unit_type=np.array(list(self.scenario.ally_types) + list(self.scenario.enemy_types),
-                               dtype=np.int64),
+            unit_type=np.array(self._types, dtype=np.int64),
             x=self._z.real, y=self._z.imag,
             health=hp_max.copy(), health_max=hp_max, shield=sh_max.copy(), shield_max=sh_max,
             energy=np.zeros(n), weapon_cooldown=np.zeros(n), alive=np.ones(n, dtype=bool))
@@ -445,8 +478,10 @@ class BuiltinEngine:
             hits=self._hits, splash=self._splash, acquires=_ACQUIRES, idle=_IDLE, n_allies=self.n_allies)
 
     # ------------------------------------------------------------------ reset
-    def reset(self) -> Units:
-        """Respawn both armies; placement depends only on (seed, episode number)."""
+    def reset(self, team: Team | None = None) -> Units:
+        """Respawn both armies: the map's on a SMAC map (no team), `team`'s on a SMACv2 map;
+        placement depends only on (seed, episode number, team)."""
+        self._take_team(team)
         episode, self._episode = self._episode, self._episode + 1
         spawn_rng = np.random.default_rng([self._base_seed, episode, 0])
         self._rng = np.random.default_rng([self._base_seed, episode, 1])  # weapon delays, ties
@@ -473,10 +508,31 @@ class BuiltinEngine:
         self.last_attacks = []
         return u
 
+    def _take_team(self, team: Team | None) -> None:
+        """The armies of a SMACv2 map's episode: allies (the map's RL copies) in the team's order,
+        then enemies (stock units), each created at its point."""
+        if not self.scenario.generated:
+            if team is not None:
+                raise ValueError(f"map {self.map_name} has its own armies: reset() takes no team")
+            return
+        if not isinstance(team, Team):
+            raise ValueError(f"map {self.map_name} creates the armies of a teams.Team: call reset(team), got {team!r}")
+        if not team.ally_units or not team.enemy_units:
+            raise ValueError(f"a team on {self.map_name} needs at least one unit per side, got "
+                             f"{len(team.ally_units)} allies and {len(team.enemy_units)} enemies")
+        points = tuple((float(x), float(y)) for x, y in team.ally_xy + team.enemy_xy)
+        off = [p for p in points if not (0.0 <= p[0] <= self.map_x and 0.0 <= p[1] <= self.map_y)]
+        if off:
+            raise ValueError(f"team position {off[0]} is off the map: positions lie in [0, {self.map_x}] x "
+                             f"[0, {self.map_y}]")
+        types = (tuple(self.ally_unit_ids[name] for name in team.ally_units)
+                 + tuple(STOCK_ID_OF_NAME[name] for name in team.enemy_units))
+        self._set_armies(types, len(team.ally_units), points)
+
     def _place(self, rng: np.random.Generator) -> None:
         """Units sharing a spawn point: the first on it, the others on a jittered hexagonal
         lattice around it (nearest free walkable sites first, order shuffled a little)."""
-        spawns = list(self.scenario.ally_spawns) + list(self.scenario.enemy_spawns)
+        spawns = self._spawns
         placed = np.zeros(self.n, dtype=bool)
         groups: dict[tuple[int, tuple[float, float]], list[int]] = {}
         for i, p in enumerate(spawns):
@@ -525,6 +581,9 @@ class BuiltinEngine:
             self._mode[e], self._point[e] = _ATTACK_MOVE, a + rng.uniform() * (b - a)
         elif order.kind == "attack_units":
             self._mode[e] = _HUNT
+            self._point[e] = self._z[e]
+        elif order.kind == "attack_nearest":  # created without an order: idle until the trigger's
+            self._mode[e] = _GUARD
             self._point[e] = self._z[e]
         elif order.kind == "none":
             self._mode[e] = _ATTACK_MOVE
@@ -776,6 +835,8 @@ class BuiltinEngine:
         tgt[lost] = -1
         na = self.n_allies
         self._mode[:na][lost[:na] & ((self._mode[:na] == _ATTACK) | (self._mode[:na] == _HEAL))] = _IDLE
+        if self._trigger_period:  # an attack order on a unit ends with it: the enemy is idle
+            self._mode[na:][lost[na:] & (self._mode[na:] == _HUNT)] = _GUARD
 
     def _enemy_ai(self, dist: np.ndarray) -> None:
         """Targets of the computer player's units (facts §12; Liquipedia "Automatic Targeting").
@@ -786,7 +847,9 @@ class BuiltinEngine:
         is kept while it is alive and in weapon range, unless a better-class ally enters the
         weapon range. When it leaves the weapon range the unit acquires again within its scan
         range (often the same unit); if nothing is there it keeps chasing. Units ordered to
-        attack given units (2c_vs_64zg) go for the nearest of them, anywhere on the map."""
+        attack given units (2c_vs_64zg) go for the nearest of them, anywhere on the map; on
+        SMACv2's maps the trigger orders each idle enemy without a target to attack the nearest
+        ally (_hunt)."""
         na = self.n_allies
         if self._enemy_healers.size:
             self._medivac_ai(dist)
@@ -799,19 +862,42 @@ class BuiltinEngine:
                            self._ea_edge, self._e_range, self._e_scan)
 
     def _hunt(self, dist: np.ndarray) -> None:
-        """Enemies ordered to attack given allies whose target is gone take the nearest of them."""
+        """Attack orders on the nearest ally (centre to centre) among those allowed.
+
+        2c_vs_64zg (an order on a group of allies): an enemy whose target is gone takes the
+        nearest of the group at once. SMACv2 (its map's trigger, when it runs in this tick): every
+        idle enemy without a target (no order) is ordered to attack the nearest ally; an order
+        its weapon cannot carry out (a ground weapon on an air unit, no weapon) fails in SC2 and
+        leaves it idle: it acquires targets automatically meanwhile (_enemy_ai)."""
         na = self.n_allies
         alive = self.units.alive
         tgt = self._target[na:]
-        hunt = alive[na:] & (self._mode[na:] == _HUNT) & ((tgt < 0) | ~alive[np.maximum(tgt, 0)])
+        mode = self._mode[na:]
+        if self._trigger_period:
+            if not self._trigger_runs():
+                return
+            hunt = alive[na:] & (mode == _GUARD) & (tgt < 0)
+        else:
+            hunt = alive[na:] & (mode == _HUNT) & ((tgt < 0) | ~alive[np.maximum(tgt, 0)])
         if hunt.any():
             cand = np.where(self._hunt_allowed & alive[:na], dist[na:, :na], np.inf)
             best = cand.argmin(axis=1)
             found = cand[self._e_rows, best] < np.inf
+            if self._trigger_period:
+                hunt &= found & self._ea_attack[self._e_rows, best]  # the others' orders fail
+                mode[hunt] = _HUNT
             tgt[hunt] = np.where(found, best, -1)[hunt]
 
+    def _trigger_runs(self) -> bool:
+        """Whether SMACv2's periodic trigger runs in this tick: at loops 0, period, 2 period, ...
+        of the episode (the first when the armies are created)."""
+        period = self._trigger_period
+        return -(-self._loop // period) * period < self._loop + self._tick_loops
+
     def _medivac_ai(self, dist: np.ndarray) -> None:
-        """Enemy Medivacs: heal the nearest damaged biological ally in sight, else follow the army."""
+        """Enemy Medivacs: heal the nearest damaged biological ally in sight, else follow the army
+        (SMAC's attack-moving armies), or stay where they are (SMACv2: the trigger's attack order
+        fails on a Medivac, which has no attack ability, so it is idle)."""
         u = self.units
         for m in self._enemy_healers:
             if not u.alive[m]:
@@ -825,6 +911,9 @@ class BuiltinEngine:
                 cand = np.flatnonzero(hurt)
                 self._target[m] = cand[np.argmin(dist[m, cand])]
                 self._mode[m] = _HEAL
+            elif self._trigger_period:
+                self._target[m] = -1
+                self._mode[m] = _IDLE
             else:
                 self._target[m] = -1
                 self._mode[m] = _MOVE

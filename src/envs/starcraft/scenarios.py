@@ -1,5 +1,6 @@
-"""Static description of the 23 SMAC maps for the built-in engine: who spawns where, what the
-enemy is ordered to do, and the terrain (facts sheet §8, §11, §12).
+"""Static description of the 23 SMAC maps and SMACv2's three generated maps for the built-in
+engine: who spawns where, what the enemy is ordered to do, and the terrain (facts sheet §8, §11,
+§12; SMACv2: docs/unit_data.md, "SMACv2").
 
 Everything here is independent of the episode limit and reward settings; the map registry
 (n_agents, limits, races, unit-type bits) is `envs.starcraft.maps`. `get_scenario(name)` returns
@@ -14,6 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 from envs.starcraft import unit_ids as ids
+from envs.starcraft.units import LOOPS_PER_GAME_SECOND
 
 MAP_X = 32
 MAP_Y = 32
@@ -33,12 +35,17 @@ class EnemyOrder:
                                    points[0]..points[1], drawn once per spawn for the whole group;
       "attack_units"               attack order on the allied units whose creation indices are in
                                    `targets` (the enemies path to them and fight);
+      "attack_nearest"             SMACv2's periodic trigger: every `period` game loops from the
+                                   spawn, each enemy without an order is ordered to attack the
+                                   ally nearest to it (centre to centre, any ally); the order fails,
+                                   leaving the enemy idle, where its weapon cannot hit that ally;
       "none"                       no order (a static defence that only auto-attacks).
     """
 
     kind: str
     points: tuple[Point, ...] = ()
     targets: tuple[int, ...] = ()
+    period: int = 0
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,6 +61,8 @@ class Scenario:
         the types. Units of one group share a point: the engine puts the first on it and the
         others nearby without overlap, as SC2 does.
     enemy_order: see EnemyOrder.
+    generated: SMACv2's maps: no fixed armies (the type and spawn tuples are empty); the engine
+        creates the armies of a teams.Team at every reset.
     pathing_grid: bool [MAP_X, MAP_Y], True = ground units may walk there (read-only).
     terrain_height: float64 [MAP_X, MAP_Y] in [0, 1] (read-only). The real maps' absolute
         heights were not derived, so this is an approximation that keeps the order of the
@@ -72,6 +81,7 @@ class Scenario:
     terrain_height: np.ndarray
     map_x: int = MAP_X
     map_y: int = MAP_Y
+    generated: bool = False
 
     @property
     def n_allies(self) -> int:
@@ -258,6 +268,14 @@ _MAPS: dict[str, _MapSpec] = {
 
 MAP_NAMES: tuple[str, ...] = tuple(_MAPS)
 
+# SMACv2's three maps all play on 32x32_flat.SC2Map (SMACv2's smac_maps.py "map_name"), whose
+# terrain (t3CellFlags, t3SyncCliffLevel, t3SyncHeightMap, t3HeightMap, MapInfo) is byte for byte
+# that of 3s_vs_3z: every cell walkable, one cliff level, playable area the whole 32 x 32 map.
+# Its script creates no units (SMACv2 does, from the drawn team); its one order is a trigger every
+# 0.5 game seconds (MapScript.galaxy gt_Attack).
+_GEN_ORDER = EnemyOrder("attack_nearest", period=round(0.5 * LOOPS_PER_GAME_SECOND))
+GEN_SCENARIO_NAMES: tuple[str, ...] = ("10gen_protoss", "10gen_terran", "10gen_zerg")
+
 
 def _expand(groups: tuple[Group, ...]) -> tuple[tuple[int, ...], tuple[Point, ...]]:
     """Groups -> (one unit type per unit, one spawn point per unit), creation order kept."""
@@ -267,10 +285,22 @@ def _expand(groups: tuple[Group, ...]) -> tuple[tuple[int, ...], tuple[Point, ..
 
 
 def get_scenario(map_name: str) -> Scenario:
-    """The Scenario of a SMAC map (shared, immutable: copy the arrays to modify them)."""
-    if not isinstance(map_name, str) or map_name not in _MAPS:
-        raise ValueError(f"unknown map {map_name!r}; known maps: {', '.join(MAP_NAMES)}")
-    return _build_scenario(map_name)
+    """The Scenario of a SMAC map or a SMACv2 map (shared, immutable: copy the arrays to modify
+    them)."""
+    if isinstance(map_name, str) and map_name in _MAPS:
+        return _build_scenario(map_name)
+    if isinstance(map_name, str) and map_name in GEN_SCENARIO_NAMES:
+        return _build_gen_scenario(map_name)
+    raise ValueError(f"unknown map {map_name!r}; SMACv2's maps: {', '.join(GEN_SCENARIO_NAMES)}; "
+                     f"known maps: {', '.join(MAP_NAMES)}")
+
+
+@lru_cache(maxsize=None)
+def _build_gen_scenario(map_name: str) -> Scenario:
+    pathing_grid, terrain_height = _terrain("open")
+    return Scenario(name=map_name, layout="open", ally_types=(), ally_spawns=(), enemy_types=(),
+                    enemy_spawns=(), enemy_order=_GEN_ORDER, pathing_grid=pathing_grid,
+                    terrain_height=terrain_height, generated=True)
 
 
 @lru_cache(maxsize=None)

@@ -13,10 +13,12 @@ tags in the comments below refer to that table's sources:
 Times are in game loops (16 loops = 1 game second; SMAC's env step = 8 loops) and speeds in
 world units per loop, so the engine never converts units. Allied "RL" copies share the stock
 unit's numbers except where the map files differ (Hydralisk_RL 80 HP, Medivac_RL speed 2.75).
+SMACv2's map has the same RL copies under raw ids of its own (GEN_ALLY_IDS).
 """
 from dataclasses import dataclass, replace
 
 from envs.starcraft import unit_ids as ids
+from envs.starcraft.teams import GEN_UNIT_NAMES
 
 LOOPS_PER_GAME_SECOND = 16.0
 
@@ -186,6 +188,17 @@ UNIT_STATS: dict[int, UnitStats] = {
     ids.ZERGLING_RL: _renamed(_ZERGLING, "Zergling_RL"),
     ids.BANELING_RL: _renamed(_BANELING, "Baneling_RL"),
 }
+
+
+# SMACv2's map (32x32_flat.SC2Map) defines the same nine RL copies as SMAC's maps, element for
+# element (Colosus_RL as in 1c3s5z), and touches the stock Marine as SMAC's marine maps do (Food 0):
+# its units have the numbers above (docs/unit_data.md, "SMACv2"), under the map's own raw ids,
+# GEN_RL_BASE on in the order of teams.GEN_UNIT_NAMES. Its enemies are the stock units.
+GEN_ALLY_IDS: dict[str, int] = {name: ids.GEN_RL_BASE + k for k, name in enumerate(GEN_UNIT_NAMES)}
+_SMAC_RL_ID_OF_NAME = {"baneling": ids.BANELING_RL, "colossus": ids.COLOSSUS_RL, "hydralisk": ids.HYDRALISK_RL,
+                       "marauder": ids.MARAUDER_RL, "marine": ids.MARINE_RL, "medivac": ids.MEDIVAC_RL,
+                       "stalker": ids.STALKER_RL, "zealot": ids.ZEALOT_RL, "zergling": ids.ZERGLING_RL}
+UNIT_STATS.update({GEN_ALLY_IDS[name]: UNIT_STATS[_SMAC_RL_ID_OF_NAME[name]] for name in GEN_UNIT_NAMES})
 
 
 def get_unit_stats(unit_type: int) -> UnitStats:
