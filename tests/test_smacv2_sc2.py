@@ -3,8 +3,9 @@ restarts, and backend selection.
 
 SMACv2 plays its 10gen maps on the empty map 32x32_flat and creates both armies itself at every
 reset (debug kill of everything, then one DebugCreateUnit per unit). The fake game
-(tests/sc2_fakes.py) turns those commands back into a Team for its world; TeamWorld is a world
-with the engine contract's reset(team) and nothing else, so these tests need no simulator.
+(tests/sc2_fakes.py) turns those commands back into a Team for its world: TeamWorld, a world
+with the engine contract's reset(team) and nothing else, or the built-in simulator, over which
+SMACv2's env must play exactly what it plays on the simulator itself.
 """
 import logging
 
@@ -16,14 +17,15 @@ from envs.starcraft import sc2_engine as sc2_engine_module
 from envs.starcraft.sc2_engine import ABILITY_ATTACK, ABILITY_MOVE, SC2Engine, rl_unit_ids
 from envs.starcraft import backend as backend_module
 from envs.starcraft.backend import GameRestarted, make_engine, map_file_stem, select_backend, smac_map_file
-from envs.starcraft.engine import ORDER_ATTACK, ORDER_MOVE
-from envs.starcraft.teams import GEN_UNIT_NAMES, Team
+from envs.starcraft.engine import ORDER_ATTACK, ORDER_MOVE, BuiltinEngine
+from envs.starcraft.starcraft2_v2 import StarCraftCapabilityEnvWrapper
+from envs.starcraft.teams import GEN_UNIT_NAMES, RACE_UNITS, Team
 from envs.starcraft.unit_ids import STOCK_ID_OF_NAME
 from pysc2 import maps as pysc2_maps
 from pysc2.lib import protocol
 from s2clientprotocol import common_pb2 as sc_common
-from sc2_fakes import (TAG_STRIDE, FakeController, FakeLauncher, ScriptedWorld, TeamWorld, assert_units_equal,
-                       fake_game_info, fake_install, make_units, orders)
+from sc2_fakes import (TAG_STRIDE, FakeController, FakeLauncher, Float32Engine, ScriptedWorld, TeamWorld,
+                       assert_units_equal, fake_game_info, fake_install, make_units, orders, world_game_info)
 
 # Allies: a Stalker, two Zealots, a Colossus at four points; enemies: stock units at four others.
 TEAM = Team(ally_units=("stalker", "zealot", "zealot", "colossus"),
@@ -235,3 +237,44 @@ def test_make_engine_builds_the_game_engine_for_a_10gen_map(tmp_path, monkeypatc
     units = engine.reset(terran)
     np.testing.assert_array_equal(units.unit_type, [engine.ally_unit_ids["marine"], engine.ally_unit_ids["medivac"],
                                                     STOCK_ID_OF_NAME["marauder"]])
+
+
+# ---- the game logic on top of both engines -------------------------------------------------------
+@pytest.mark.parametrize("race", ["protoss", "terran", "zerg"])
+def test_smacv2_env_over_sc2_engine_equals_env_over_the_simulator(race):
+    """SMACv2's wrapper over SC2Engine on a fake game holding the simulator plays exactly what it plays
+    over the simulator seen through protobuf's float32 fields: same draws, obs, state, rewards, stats."""
+    map_name, seed = f"10gen_{race}", 3
+    sim = BuiltinEngine(map_name, seed)
+    game = FakeController(sim, world_game_info(sim))
+    sc2 = SC2Engine(map_name, seed, launcher=FakeLauncher(game))
+    config = {"n_units": 5, "n_enemies": 5,
+              "team_gen": {"dist_type": "weighted_teams", "unit_types": list(RACE_UNITS[race]),
+                           "weights": [0.45, 0.45, 0.1], "observe": True},
+              "start_positions": {"dist_type": "surrounded_and_reflect", "p": 0.5, "map_x": 32, "map_y": 32}}
+    if race == "zerg":
+        config["team_gen"]["exception_unit_types"] = ["baneling"]
+    env_sc2, env_ref = (StarCraftCapabilityEnvWrapper(map_name=map_name, capability_config=config, seed=seed,
+                                                      engine=engine, conic_fov=False, use_unit_ranges=True,
+                                                      obs_own_pos=True, min_attack_range=2)
+                        for engine in (sc2, Float32Engine(map_name, seed)))
+    rng = np.random.default_rng(0)
+    dealt = 0.0
+    for _episode in range(3):
+        env_sc2.reset()
+        env_ref.reset()
+        terminated = False
+        while not terminated:
+            avail = np.array(env_ref.get_avail_actions())
+            np.testing.assert_array_equal(np.array(env_sc2.get_avail_actions()), avail)
+            np.testing.assert_array_equal(np.array(env_sc2.get_obs()), np.array(env_ref.get_obs()))
+            np.testing.assert_array_equal(env_sc2.get_state(), env_ref.get_state())
+            actions = [rng.choice(np.flatnonzero(row)) for row in avail]
+            result_sc2, result_ref = env_sc2.step(actions), env_ref.step(actions)
+            assert result_sc2 == result_ref
+            dealt += result_ref[0]
+            terminated = result_ref[1]
+    assert env_sc2.get_stats() == env_ref.get_stats()
+    assert dealt > 0  # damage was dealt, so the compared states really changed
+    # Both kinds of start: reflected points, and allies sharing the centre (surrounded).
+    assert {len(set(team.ally_xy)) == 1 for team in game.teams} == {True, False}
