@@ -38,7 +38,7 @@ _EXECUTE_INFO = {
 }
 
 # The code that decides the built-in simulator's battles and what its env returns.
-BUILTIN_SOURCES = ("starcraft2.py", "maps.py", "scenarios.py", "units.py", "unit_ids.py", "engine.py",
+BUILTIN_SOURCES = ("starcraft2.py", "maps.py", "scenarios.py", "units.py", "unit_ids.py", "teams.py", "engine.py",
                    "collisions.py", "steering.py", "orders.py", "combat.py")
 
 logger = logging.getLogger(__name__)
