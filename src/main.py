@@ -53,7 +53,6 @@ USAGE_EXIT_CODE = 2
 # sc2v2 one of the 15 scenarios of SMACv2's paper by name (EPyMARL's), from smacv2_configs/.
 SMACV2_ENVS = ("sc2wrapped", "sc2v2")
 STARCRAFT_ENVS = ("sc2", *SMACV2_ENVS)
-SCENARIO_DIR = join(CONFIG_DIR, "envs", "smacv2_configs")
 
 # PyMARL2's "fd" capture redirects the process's file descriptors through an external `tee`;
 # it fails where stdout/stderr are not real descriptors (pytest, notebooks, some launchers).
@@ -296,7 +295,8 @@ def scenario_layer(env_config: dict, params: list) -> tuple[dict, str]:
         check_scenario_name(map_name)
     except ValueError as error:
         raise UsageError(str(error)) from None
-    return load_yaml(join(SCENARIO_DIR, f"{map_name}.yaml")), f"src/config/envs/smacv2_configs/{map_name}.yaml"
+    return load_yaml(join(CONFIG_DIR, "envs", "smacv2_configs", f"{map_name}.yaml")), \
+        f"src/config/envs/smacv2_configs/{map_name}.yaml"
 
 
 def without_foreign_env_args(alg_config: dict, kinds: dict | None) -> dict:
@@ -348,14 +348,15 @@ def env_nested_keys(env_name: str) -> dict:
 
 
 def env_factory(env_name: str):
-    """The env's constructor (the SMAC and SMACv2 simulators' for sc2, sc2wrapped and sc2v2, whose
-    registry entries are lazy factories)."""
+    """The constructor whose signature declares the env's arguments: the SMAC and SMACv2 simulators'
+    for sc2, sc2wrapped and sc2v2, whose registry entries are lazy factories (SMACv2's capability
+    wrapper passes every keyword argument on to StarCraft2EnvV2)."""
     if env_name == "sc2":
         from envs.starcraft.starcraft2 import StarCraft2Env
         return StarCraft2Env
     if env_name in SMACV2_ENVS:
-        from envs.starcraft.starcraft2_v2 import StarCraftCapabilityEnvWrapper
-        return StarCraftCapabilityEnvWrapper
+        from envs.starcraft.starcraft2_v2 import StarCraft2EnvV2
+        return StarCraft2EnvV2
     return env_REGISTRY.get(env_name)
 
 
