@@ -1,4 +1,5 @@
-"""Built-in combat engine: a NumPy simulation of SC2 micro on the SMAC maps.
+"""Built-in combat engine: a NumPy simulation of SC2 micro on the SMAC maps and SMACv2's
+generated maps (armies created from a teams.Team at every reset).
 
 What it models, how, and from which sources is written up in docs/simulator.md; the unit
 numbers and their sources are in docs/unit_data.md (units.py).
@@ -38,7 +39,8 @@ Simplifications against SC2:
 - local avoidance is a tangent rule round groups of units seen from the mover, not SC2's
   pathfinding (which plans round groups further ahead);
 - the Colossus walks on the pathing grid dilated by one cell (it steps over 2-cell cliffs);
-- enemy Medivacs heal the nearest damaged biological ally in sight, else follow their army.
+- enemy Medivacs heal the nearest damaged biological ally in sight, else follow their army
+  (SMACv2's maps: else stay, as nothing orders them; docs/unit_data.md, "SMACv2").
 """
 import functools
 from dataclasses import dataclass
