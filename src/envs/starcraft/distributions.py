@@ -345,7 +345,8 @@ def _check_distribution(key: str, config: Any, capability_config: dict, race: st
 def _check_unit_types(config: dict, sizes: dict, race: str, where: str) -> None:
     unit_types = config["unit_types"]
     if not isinstance(unit_types, (list, tuple)) or not unit_types:
-        raise ValueError(f"{where}.unit_types must be a non-empty list of the map's units: {', '.join(RACE_UNITS[race])}")
+        raise ValueError(f"{where}.unit_types must be a non-empty list of 10gen_{race}'s units: "
+                         f"{', '.join(RACE_UNITS[race])}")
     for name in unit_types:
         if name not in GEN_UNIT_NAMES:
             raise ValueError(f"unknown unit type {name!r} in {where}.unit_types; 10gen_{race} plays "
@@ -396,8 +397,9 @@ def _check_fixed(config: dict, sizes: dict, race: str, where: str) -> None:
 
 def _check_per_agent_uniform(config: dict, sizes: dict, race: str, where: str) -> None:
     lower, upper = config["lower_bound"], config["upper_bound"]
-    if not (isinstance(lower, (list, tuple)) and isinstance(upper, (list, tuple)) and lower
-            and len(lower) == len(upper) and all(_is_number(v) for v in [*lower, *upper]) and all(lo <= hi for lo, hi in zip(lower, upper))):
+    sequences = isinstance(lower, (list, tuple)) and isinstance(upper, (list, tuple))
+    if not (sequences and lower and len(lower) == len(upper) and all(_is_number(v) for v in [*lower, *upper])
+            and all(lo <= hi for lo, hi in zip(lower, upper))):
         raise ValueError(f"{where}.lower_bound={lower!r} and upper_bound={upper!r} must be lists of numbers of "
                          f"the same length, each lower bound at most its upper bound")
 
