@@ -27,8 +27,8 @@ import numpy as np
 from envs.starcraft.maps import SMACV2_SCENARIOS, gen_map_of, get_gen_map_params
 from envs.starcraft.teams import GEN_UNIT_NAMES, RACE_UNITS
 
-# The 10gen maps are 32 x 32 (width and height in the MapInfo of 10gen_*.SC2Map); SMACv2's configs
-# give the same size as start_positions.map_x / map_y.
+# The 10gen maps are played on 32x32_flat.SC2Map (SMACv2's smac_maps.py), 32 x 32 by its MapInfo
+# (width, height); SMACv2's configs give the same size as start_positions.map_x / map_y.
 GEN_MAP_SIZE = (32, 32)
 # SMACv2 keeps ally and enemy start points this far apart: reflected allies stay left of
 # map_x / 2 - 1 ("SC2 goes wrong when you spawn ally and enemy units on top of one another"), and
