@@ -32,6 +32,7 @@ with warnings.catch_warnings():
     from sacred.utils import SacredError, apply_backspaces_and_linefeeds
 
 from envs import REGISTRY as env_REGISTRY  # noqa: E402
+from envs import STARCRAFT_ENVS  # noqa: E402
 from envs.starcraft.backend import select_backend  # noqa: E402
 from envs.starcraft.distributions import CAPABILITY_KEYS, DISTRIBUTION_CONFIG_KEYS, check_capability_config  # noqa: E402
 from envs.starcraft.maps import SMACV2_SCENARIOS, gen_map_of, get_map_params  # noqa: E402
@@ -51,8 +52,7 @@ CONFIG_DIR = join(SRC_DIR, "config")
 USAGE_EXIT_CODE = 2
 # SMAC's env, and SMACv2's: sc2wrapped plays a 10gen map with the capability_config given,
 # sc2v2 one of the 15 scenarios of SMACv2's paper by name (EPyMARL's), from smacv2_configs/.
-SMACV2_ENVS = ("sc2wrapped", "sc2v2")
-STARCRAFT_ENVS = ("sc2", *SMACV2_ENVS)
+SMACV2_ENVS = tuple(env for env in STARCRAFT_ENVS if env != "sc2")
 
 # PyMARL2's "fd" capture redirects the process's file descriptors through an external `tee`;
 # it fails where stdout/stderr are not real descriptors (pytest, notebooks, some launchers).

@@ -33,6 +33,11 @@ REGISTRY: dict[str, Callable[..., MultiAgentEnv]] = {
 }
 
 
+# The envs played by the SMAC simulator or StarCraft II (env_args.backend, the simulator's digest):
+# SMAC, and SMACv2 under its own configs' name and EPyMARL's.
+STARCRAFT_ENVS = ("sc2", "sc2wrapped", "sc2v2")
+
+
 def make_env(name: str, **env_args) -> MultiAgentEnv:
     """Build the environment registered as `name`, failing with the list of known names."""
     if name not in REGISTRY:

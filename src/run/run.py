@@ -28,6 +28,7 @@ import torch as th
 
 from components.episode_buffer import EpisodeBatch, PrioritizedReplayBuffer, ReplayBuffer, StorageBytes
 from controllers import REGISTRY as mac_REGISTRY
+from envs import STARCRAFT_ENVS
 from envs.starcraft.backend import builtin_sources_digest
 from learners import REGISTRY as le_REGISTRY
 from run import checkpoint
@@ -51,7 +52,7 @@ def run(_run, _config: dict, _log) -> None:
     resume = select_resume_checkpoint(args, _log) if args.resume else None
     if resume is not None:
         args.env_seed_generation = resume.state["runner"]["seed_generation"] + 1
-    if args.env == "sc2":
+    if args.env in STARCRAFT_ENVS:
         simulator = simulator_of(args)
         sources = f", sources sha256 {simulator}" if simulator else ""
         _log.info(f"SMAC engine: {args.env_args['backend']}{sources} (env_args.backend; auto picks StarCraft II "
@@ -75,7 +76,7 @@ def run(_run, _config: dict, _log) -> None:
 
 def simulator_of(args: SimpleNamespace) -> str | None:
     """The built-in SMAC simulator's source digest when the run plays on it, else None."""
-    if args.env == "sc2" and args.env_args.get("backend") == "builtin":
+    if args.env in STARCRAFT_ENVS and args.env_args.get("backend") == "builtin":
         return builtin_sources_digest()
     return None
 
@@ -146,7 +147,7 @@ def unique_token(config: dict) -> str:
     if config.get("resume") and not checkpoint.is_older_step(config["checkpoint_path"], config["load_step"]):
         return checkpoint_token(config["checkpoint_path"])
     label = config["name"]
-    if config["env"] == "sc2":
+    if config["env"] in STARCRAFT_ENVS:
         label += f"_{config['env_args']['backend']}"
     if config["train_precision"] != "float32":
         label += f"_{config['train_precision']}"

@@ -35,6 +35,7 @@ import psutil
 import torch as th
 
 from components.episode_buffer import EpisodeBatch
+from envs import STARCRAFT_ENVS
 from envs.starcraft.backend import compile_builtin_loops, select_backend
 from runners.runner_base import (BatchRunner, InProcessEnvs, env_factory, env_kwargs, env_seed, env_seeds, reset_env,
                                  step_env)
@@ -82,15 +83,15 @@ def uses_workers(args) -> bool:
 
 
 def _on_builtin_simulator(env_name: str, env_args: dict) -> bool:
-    """Whether the env is SMAC on the built-in simulator (not the real game)."""
-    return env_name == "sc2" and select_backend(env_args.get("backend", "auto"),
+    """Whether the env is SMAC or SMACv2 on the built-in simulator (not the real game)."""
+    return env_name in STARCRAFT_ENVS and select_backend(env_args.get("backend", "auto"),
                                                 env_args.get("map_name", "")) == "builtin"
 
 
 def _cheap_env(env_name: str, env_args: dict) -> bool:
     """Measured to run faster in the main process: the small envs, and SMAC on the built-in simulator
     on a machine with few cores."""
-    if env_name == "sc2":
+    if env_name in STARCRAFT_ENVS:
         return _on_builtin_simulator(env_name, env_args) and usable_cores() <= BUILTIN_SMAC_MAX_CORES
     return env_name in IN_PROCESS_ENVS
 

@@ -38,8 +38,8 @@ _EXECUTE_INFO = {
 }
 
 # The code that decides the built-in simulator's battles and what its env returns.
-BUILTIN_SOURCES = ("starcraft2.py", "maps.py", "scenarios.py", "units.py", "unit_ids.py", "teams.py", "engine.py",
-                   "collisions.py", "steering.py", "orders.py", "combat.py")
+BUILTIN_SOURCES = ("starcraft2.py", "starcraft2_v2.py", "distributions.py", "maps.py", "scenarios.py", "units.py",
+                   "unit_ids.py", "teams.py", "engine.py", "collisions.py", "steering.py", "orders.py", "combat.py")
 
 logger = logging.getLogger(__name__)
 _told: set[str] = set()  # fallback lines already logged by this process
