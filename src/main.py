@@ -20,7 +20,6 @@ from os.path import abspath, dirname, join
 
 import numpy as np
 import torch as th
-import yaml
 
 with warnings.catch_warnings():
     # sacred 0.8.7 imports pkg_resources, which warns that it is deprecated.
@@ -35,7 +34,8 @@ from envs import REGISTRY as env_REGISTRY  # noqa: E402
 from envs import STARCRAFT_ENVS  # noqa: E402
 from envs.starcraft.backend import select_backend  # noqa: E402
 from envs.starcraft.distributions import CAPABILITY_KEYS, DISTRIBUTION_CONFIG_KEYS, check_capability_config  # noqa: E402
-from envs.starcraft.maps import SMACV2_SCENARIOS, gen_map_of, get_map_params  # noqa: E402
+from envs.starcraft.maps import gen_map_of, get_map_params  # noqa: E402
+from envs.starcraft.smacv2_configs import check_scenario_name, read_config_file, scenario_config_path  # noqa: E402
 from run import checkpoint  # noqa: E402
 from run import REGISTRY as run_REGISTRY  # noqa: E402
 from run.run import unique_token  # noqa: E402
@@ -157,14 +157,6 @@ def checked_map(env_name: str, env_args: dict) -> str:
     return gen_map_of(map_name)
 
 
-def check_scenario_name(map_name) -> None:
-    """ValueError unless `map_name` is one of the 15 scenarios env sc2v2 plays by name."""
-    if map_name not in SMACV2_SCENARIOS:
-        given = "no env_args.map_name" if map_name is None else f"env_args.map_name={map_name!r}"
-        raise ValueError(f"{given}: env sc2v2 plays one of SMACv2's scenarios: {', '.join(SMACV2_SCENARIOS)} "
-                         f"(other army sizes: --env-config=sc2_gen_<race>)")
-
-
 @ex.main
 def my_main(_run, _config, _log) -> None:
     config = plain_copy(_config)
@@ -246,11 +238,10 @@ def available_configs(subfolder: str) -> list:
 
 
 def load_yaml(path: str) -> dict:
-    with open(path) as f:
-        try:
-            return yaml.safe_load(f) or {}
-        except yaml.YAMLError as error:
-            raise UsageError(f"{path} is not valid YAML: {' '.join(str(error).split())}") from None
+    try:
+        return read_config_file(path)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
 
 
 def load_named_config(params: list, option: str, subfolder: str) -> tuple:
@@ -292,11 +283,10 @@ def scenario_layer(env_config: dict, params: list) -> tuple[dict, str]:
     map_name = command_line_updates(params).get("env_args", {}).get(
         "map_name", env_config.get("env_args", {}).get("map_name"))
     try:
-        check_scenario_name(map_name)
+        path = scenario_config_path(map_name, CONFIG_DIR)
     except ValueError as error:
         raise UsageError(str(error)) from None
-    return load_yaml(join(CONFIG_DIR, "envs", "smacv2_configs", f"{map_name}.yaml")), \
-        f"src/config/envs/smacv2_configs/{map_name}.yaml"
+    return load_yaml(path), f"src/config/envs/smacv2_configs/{map_name}.yaml"
 
 
 def without_foreign_env_args(alg_config: dict, kinds: dict | None) -> dict:
