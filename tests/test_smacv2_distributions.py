@@ -173,9 +173,9 @@ def test_same_seed_same_episodes_other_seed_other_episodes():
 def test_mask_per_agent_uniform_and_fixed():
     config = zerg_config(4, 6)
     config.update(enemy_mask={"dist_type": "mask", "mask_probability": 0.25, "n_enemies": 99},  # overwritten
-                  attack={"dist_type": "per_agent_uniform", "lower_bound": [0.5], "upper_bound": [1.0], "observe": True},
-                  health={"dist_type": "fixed", "items": [[1, 2, 3, 4], [5, 6, 7, 8]], "test_mode": True,
-                          "observe": False})
+                  attack={"dist_type": "per_agent_uniform", "lower_bound": [0.5], "upper_bound": [1.0], "observe": True})
+    fixed = {**config, "attack": {"dist_type": "fixed", "items": [[1, 2, 3, 4], [5, 6, 7, 8]], "test_mode": True,
+                                  "observe": False}}
     original = copy.deepcopy(config)
     episodes = draws(config, 500)
     assert config == original  # make_distributions works on copies
@@ -184,9 +184,10 @@ def test_mask_per_agent_uniform_and_fixed():
     assert abs(masks.mean() - 0.75) < 0.02
     attack = np.array([episode["attack"]["item"] for episode in episodes])  # [episodes, units, 1]
     assert attack.shape == (500, 4, 1) and (attack >= 0.5).all() and (attack < 1.0).all()
-    assert [episode["health"]["id"] for episode in episodes[:4]] == [0, 1, 0, 1]  # test_mode: in turn
-    assert sorted(episodes[1]["health"]["item"]) == [5, 6, 7, 8]
-    assert len({tuple(episode["health"]["item"]) for episode in episodes}) > 2  # shuffled
+    episodes = draws(fixed, 50)
+    assert [episode["attack"]["id"] for episode in episodes[:4]] == [0, 1, 0, 1]  # test_mode: in turn
+    assert sorted(episodes[1]["attack"]["item"]) == [5, 6, 7, 8]
+    assert len({tuple(episode["attack"]["item"]) for episode in episodes}) > 2  # shuffled
 
 
 # ---- bad input: one line naming the key --------------------------------------------------------
@@ -228,8 +229,10 @@ BAD_CONFIGS = [
      "[0, 1]"),
     (lambda c: c.update(attack={"dist_type": "per_agent_uniform", "lower_bound": [0, 0], "upper_bound": [1],
                                 "observe": True}), "capability_config.attack.lower_bound", "same length"),
-    (lambda c: c.update(health={"dist_type": "fixed", "items": [[1, 2]], "test_mode": False, "observe": True}),
-     "capability_config.health.items", "n_units=5"),
+    (lambda c: c.update(attack={"dist_type": "fixed", "items": [[1, 2]], "test_mode": False, "observe": True}),
+     "capability_config.attack.items", "n_units=5"),
+    (lambda c: c.update(health={"dist_type": "per_agent_uniform", "lower_bound": [0], "upper_bound": [0.5],
+                                "observe": True}), "capability_config.health", "not supported"),
 ]
 
 

@@ -285,6 +285,9 @@ def check_capability_config(capability_config: dict, map_name: str) -> None:
         raise ValueError(f"capability_config must map {', '.join(CAPABILITY_KEYS)} to their settings, "
                          f"not a {type(capability_config).__name__}")
     _check_known(capability_config, CAPABILITY_KEYS, "capability_config")
+    if "health" in capability_config:
+        raise ValueError("capability_config.health (SMACv2's per-agent death levels) is not supported by marlkit "
+                         "yet; remove it (SMACv2's published scenarios do not use it)")
     for key in ARMY_SIZE_KEYS:
         _check_count(capability_config, key, "capability_config")
     if "team_gen" not in capability_config:

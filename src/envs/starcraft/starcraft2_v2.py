@@ -105,10 +105,6 @@ class StarCraft2EnvV2(StarCraft2Env):
         check_capability_config(cap, map_name)
         self.capability_config = cap
         self.stochastic_attack = "attack" in cap
-        self.stochastic_health = "health" in cap
-        if self.stochastic_health:
-            raise ValueError("capability_config.health (per-agent death levels) is not supported by marlkit yet; "
-                             "remove it (SMACv2's published scenarios do not use it)")
         self.replace_teammates = "team_gen" in cap
         self.mask_enemies = "enemy_mask" in cap
         self.random_start = "start_positions" in cap
@@ -123,7 +119,7 @@ class StarCraft2EnvV2(StarCraft2Env):
         self.obs_starcraft = obs_starcraft
         self.use_unit_ranges = use_unit_ranges
         self.min_attack_range = min_attack_range
-        self._kill_unit_step_mul = kill_unit_step_mul
+        self._kill_unit_step_mul = kill_unit_step_mul  # (SMACv2 uses it only with capability health, refused)
         self.fully_observable = fully_observable
         self.prob_obs_enemy = prob_obs_enemy
         self.action_mask = action_mask
@@ -170,8 +166,7 @@ class StarCraft2EnvV2(StarCraft2Env):
         if self.conic_fov:
             ally += ["fov_x", "fov_y"]
         type_names = [f"type_{bit}" for bit in range(self.unit_type_bits)]
-        self.capability_attr_names = (["attack_probability"] * self.stochastic_attack
-                                      + ["total_health"] * self.stochastic_health + type_names)
+        self.capability_attr_names = ["attack_probability"] * self.stochastic_attack + type_names
         return ally, enemy + type_names
 
     def _build_index_tables(self) -> None:
@@ -186,7 +181,6 @@ class StarCraft2EnvV2(StarCraft2Env):
     def _ally_capability_names(self, al_id: int) -> list[str]:
         """The capability features an agent observes of ally al_id (values or zero padding)."""
         names = [f"ally_attack_prob_{al_id}"] * self.stochastic_attack
-        names += [f"ally_health_level_{al_id}"] * self.stochastic_health
         names += [f"ally_unit_type_{al_id}_bit_{bit}" for bit in range(self.unit_type_bits)]
         return names
 
@@ -209,7 +203,7 @@ class StarCraft2EnvV2(StarCraft2Env):
             names += self._ally_capability_names(al_id)
             names += [f"ally_last_action_{al_id}_action_{a}" for a in range(self.n_actions)] * self.obs_last_action
         names += ["own_health"] * self.obs_own_health + ["own_shield"] * (self.obs_own_health and self.shield_bits_ally)
-        names += ["own_attack_prob"] * self.stochastic_attack + ["own_health_level"] * self.stochastic_health
+        names += ["own_attack_prob"] * self.stochastic_attack
         names += ["own_pos_x", "own_pos_y"] * self.obs_own_pos + ["own_fov_x", "own_fov_y"] * self.conic_fov
         names += [f"own_unit_type_bit_{bit}" for bit in range(self.unit_type_bits)]
         if not self.obs_starcraft:
@@ -226,7 +220,6 @@ class StarCraft2EnvV2(StarCraft2Env):
                       f"ally_relative_y_{al_id}"]
             names += [f"ally_shield_{al_id}"] * self.shield_bits_ally
             names += [f"ally_attack_prob_{al_id}"] * self.stochastic_attack
-            names += [f"ally_health_level_{al_id}"] * self.stochastic_health
             names += [f"ally_fov_x_{al_id}", f"ally_fov_y_{al_id}"] * self.conic_fov
             names += [f"ally_unit_type_{al_id}_bit_{bit}" for bit in range(self.unit_type_bits)]
         for e_id in range(self.n_enemies):
@@ -607,7 +600,7 @@ class StarCraft2EnvV2(StarCraft2Env):
 
     # ---- sizes ---------------------------------------------------------------------------------------------
     def get_cap_size(self) -> int:
-        return int(self.stochastic_attack) + int(self.stochastic_health) + self.unit_type_bits
+        return int(self.stochastic_attack) + self.unit_type_bits
 
     def get_obs_ally_capability_size(self) -> int:
         return self.get_cap_size()
