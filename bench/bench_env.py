@@ -1,8 +1,14 @@
-"""Environment throughput of the built-in SMAC simulator, one process, random available actions.
+"""Environment throughput of the built-in simulator, one process, random available actions.
 
 Usage (from the repository root):
     python bench/bench_env.py [--maps 3m corridor 27m_vs_30m] [--steps 2000] [--seed 0]
+    python bench/bench_env.py --smacv2 [--steps 2000]            # SMACv2's scenarios beside 3m, corridor
     python bench/bench_env.py --baseline 4f35566 [--repeats 3]   # ratio against another commit
+
+--maps takes SMAC's maps and SMACv2's scenarios by name (protoss_5_vs_5 ... zerg_20_vs_23); a
+scenario plays as scripts/fidelity.py plays it: SMACv2's capability wrapper with the env_args of
+src/config/envs/smacv2_configs/<scenario>.yaml, each reset drawing new teams and start positions.
+--smacv2 measures 3m and corridor, then 5_vs_5, 10_vs_10, 20_vs_20 and 20_vs_23 of each race.
 
 Each step does what PyMARL2's episode runner asks of the env: get_state, get_avail_actions and
 get_obs, then step. "runner steps/s" times all of it; "step() only" times env.step alone.
@@ -12,7 +18,8 @@ Episodes that end are reset (reset time counts towards runner steps/s).
 into a temporary folder, run in a subprocess) in the same run, map by map and alternating with
 this tree's, and prints both and their ratio. With --repeats R each map is measured R times on
 each side, alternating, and the best figure of each side is kept (other processes on a shared
-machine only ever slow a measurement down).
+machine only ever slow a measurement down). A revision from before SMACv2's scenarios by name
+(no src/envs/starcraft/smacv2_configs.py) measures SMAC's maps only; the table says so.
 """
 import argparse
 import datetime
@@ -28,6 +35,10 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_MAPS = ("3m", "corridor", "27m_vs_30m")
+SMACV2_PRESET = ("3m", "corridor") + tuple(f"{race}_{size}" for race in ("protoss", "terran", "zerg")
+                                          for size in ("5_vs_5", "10_vs_10", "20_vs_20", "20_vs_23"))
+# The module that plays SMACv2's scenarios by name: a --baseline tree without it cannot measure them.
+SCENARIO_MODULE = os.path.join("envs", "starcraft", "smacv2_configs.py")
 
 
 def random_actions(env, rng: np.random.Generator) -> list[int]:
@@ -36,11 +47,23 @@ def random_actions(env, rng: np.random.Generator) -> list[int]:
     return [int(rng.choice(np.flatnonzero(row))) for row in avail]
 
 
+def make_env(map_name: str, seed: int):
+    """The built-in simulator's env for a SMAC map or a SMACv2 scenario (its file's env_args), from
+    the src/ first on sys.path."""
+    from envs.starcraft.maps import MAP_REGISTRY
+
+    if map_name in MAP_REGISTRY:
+        from envs.starcraft.starcraft2 import StarCraft2Env
+
+        return StarCraft2Env(map_name=map_name, seed=seed, backend="builtin")
+    from envs.starcraft.smacv2_configs import scenario_env
+
+    return scenario_env(map_name, seed=seed, backend="builtin")
+
+
 def bench_map(map_name: str, steps: int, seed: int) -> dict[str, float]:
     """Run `steps` env steps on one map; returns the counts and both throughputs."""
-    from envs.starcraft.starcraft2 import StarCraft2Env  # from the src/ first on sys.path
-
-    env = StarCraft2Env(map_name=map_name, seed=seed, backend="builtin")
+    env = make_env(map_name, seed)
     rng = np.random.default_rng(seed)
     env.reset()
     episodes, step_seconds = 0, 0.0
@@ -81,9 +104,28 @@ def _best(a: dict | None, b: dict) -> dict:
     return b if a is None or b["step_sps"] > a["step_sps"] else a
 
 
+def unknown_maps(maps: list[str]) -> list[str]:
+    """The names in `maps` that are neither a SMAC map nor a SMACv2 scenario of this tree."""
+    from envs.starcraft.maps import MAP_REGISTRY, SMACV2_SCENARIOS
+
+    return [m for m in maps if m not in MAP_REGISTRY and m not in SMACV2_SCENARIOS]
+
+
+def baseline_lacks_smacv2(other: str | None, maps: list[str]) -> list[str]:
+    """The SMACv2 scenarios among `maps` that the baseline src/ tree `other` cannot play."""
+    from envs.starcraft.maps import SMACV2_SCENARIOS
+
+    if other is None or os.path.exists(os.path.join(other, SCENARIO_MODULE)):
+        return []
+    return [m for m in maps if m in SMACV2_SCENARIOS]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--maps", nargs="+", default=list(DEFAULT_MAPS))
+    chosen = parser.add_mutually_exclusive_group()
+    chosen.add_argument("--maps", nargs="+", default=list(DEFAULT_MAPS), help="SMAC maps or SMACv2 scenarios")
+    chosen.add_argument("--smacv2", action="store_const", dest="maps", const=list(SMACV2_PRESET),
+                        help="3m, corridor, then 5_vs_5, 10_vs_10, 20_vs_20 and 20_vs_23 of each race")
     parser.add_argument("--steps", type=int, default=2000, help="env steps per map")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--baseline", metavar="REV", help="also measure git revision REV's simulator")
@@ -97,6 +139,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         print(json.dumps({m: bench_map(m, args.steps, args.seed) for m in args.maps}))
         return
+    unknown = unknown_maps(args.maps)
+    if unknown:
+        parser.error(f"unknown maps {unknown}: give SMAC maps or SMACv2 scenarios (protoss_5_vs_5 ... zerg_20_vs_23)")
 
     command = f"python bench/bench_env.py --maps {' '.join(args.maps)} --steps {args.steps} --seed {args.seed}"
     if args.baseline:
@@ -108,22 +153,34 @@ def main(argv: list[str] | None = None) -> None:
           f"{os.cpu_count()} CPUs, Python {platform.python_version()}")
     print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}")
     other = unpack_src(args.baseline) if args.baseline else None
-    header = f"{'map':<14}{'steps':>7}{'episodes':>10}{'seconds':>9}{'runner steps/s':>16}{'step() only':>13}"
+    not_in_baseline = baseline_lacks_smacv2(other, args.maps)
+    if not_in_baseline:
+        print(f"baseline {args.baseline} predates SMACv2's scenarios by name ({SCENARIO_MODULE}): "
+              f"{', '.join(not_in_baseline)} measured on this tree only")
+    header = f"{'map':<18}{'steps':>7}{'episodes':>10}{'seconds':>9}{'runner steps/s':>16}{'step() only':>13}"
     if other:
         header += f"{'baseline runner':>17}{'baseline step()':>17}{'ratio runner':>14}{'ratio step()':>14}"
     print(header)
     for map_name in args.maps:
         mine = base = None
         for _ in range(args.repeats):
-            if other:
+            if other and map_name not in not_in_baseline:
                 base = _best(base, _bench_other(other, map_name, args.steps, args.seed))
             mine = _best(mine, bench_map(map_name, args.steps, args.seed))
-        line = (f"{map_name:<14}{args.steps:>7}{mine['episodes']:>10}{mine['seconds']:>9.2f}"
-                f"{mine['runner_sps']:>16.1f}{mine['step_sps']:>13.1f}")
-        if other:
-            line += (f"{base['runner_sps']:>17.1f}{base['step_sps']:>17.1f}"
-                     f"{mine['runner_sps'] / base['runner_sps']:>14.2f}{mine['step_sps'] / base['step_sps']:>14.2f}")
-        print(line, flush=True)
+        print(table_line(map_name, args.steps, mine, base, bool(other)), flush=True)
+
+
+def table_line(map_name: str, steps: int, mine: dict, base: dict | None, with_baseline: bool) -> str:
+    """One map's row: this tree's figures, then (with_baseline) the baseline's and the ratios, '-'
+    where the baseline could not play the map."""
+    line = (f"{map_name:<18}{steps:>7}{mine['episodes']:>10}{mine['seconds']:>9.2f}"
+            f"{mine['runner_sps']:>16.1f}{mine['step_sps']:>13.1f}")
+    if base:
+        line += (f"{base['runner_sps']:>17.1f}{base['step_sps']:>17.1f}"
+                 f"{mine['runner_sps'] / base['runner_sps']:>14.2f}{mine['step_sps'] / base['step_sps']:>14.2f}")
+    elif with_baseline:
+        line += f"{'-':>17}{'-':>17}{'-':>14}{'-':>14}"
+    return line
 
 
 if __name__ == "__main__":

@@ -1,16 +1,24 @@
-"""Fidelity report of the built-in SMAC simulator: win rates of non-learning policies per map.
+"""Fidelity report of the built-in simulator: win rates of non-learning policies per SMAC map and SMACv2 scenario.
 
 Usage (from the repository root):
     python scripts/fidelity.py [--maps 2s3z 3s5z ...] [--seeds 5] [--episodes 100]
                                [--policies heuristic random stop] [--jobs 2] [--save part.json]
+    python scripts/fidelity.py --smacv2 [...]                      # SMACv2's 15 scenarios
     python scripts/fidelity.py --load part1.json part2.json ...   # one table from saved parts
+
+--maps takes SMAC's maps and SMACv2's scenarios by name (protoss_5_vs_5 ... zerg_20_vs_23);
+--smacv2 plays the 15 scenarios, race by race in the order 5_vs_5, 10_vs_10, 20_vs_20, 10_vs_11,
+20_vs_23. A scenario plays as `--env-config=sc2v2 with env_args.map_name=<scenario>` does: SMACv2's
+capability wrapper with the env_args of src/config/envs/smacv2_configs/<scenario>.yaml, each reset
+drawing its teams and start positions from the env seed.
 
 A long report can be played in parts (say one per group of maps, each a separate command
 that fits a time budget) with --save, and printed as one table with --load.
 
 Policies:
   heuristic  SMAC's own scripted focus fire (env_args heuristic_ai=True: every agent attacks
-             the nearest enemy and keeps it until it dies; a Medivac heals the nearest damaged ally)
+             the nearest enemy and keeps it until it dies; a Medivac heals the nearest damaged ally);
+             on SMACv2's scenarios SMACv2's heuristic (the same, but a Marauder never picks a Medivac)
   random     a uniformly random available action per agent and step
   stop       "stop" for every living agent (the agents never fight back)
   choke      corridor only: a scripted use of the terrain. The zealots walk (with SMAC's move
@@ -25,7 +33,7 @@ the random policy draws its actions from its own generator seeded the same way).
 is printed in percent with its binomial standard error over all episodes of the cell,
 sqrt(p (1 - p) / N). The "paper" column is the Heuristic column of the SMAC paper's results
 table (Samvelyan et al. 2019, arXiv:1902.04043), played on StarCraft II 4.6.2; the last
-columns give the heuristic's gap to it.
+columns give the heuristic's gap to it. SMACv2 publishes no such table: its scenarios show '-'.
 """
 import argparse
 import datetime
@@ -44,7 +52,7 @@ SRC = os.path.join(ROOT, "src")
 sys.path.insert(0, SRC)
 
 from envs.starcraft.backend import BUILTIN_SOURCES, builtin_sources_digest  # noqa: E402  (needs src/ on sys.path)
-from envs.starcraft.maps import MAP_REGISTRY  # noqa: E402
+from envs.starcraft.maps import MAP_REGISTRY, SMACV2_SCENARIOS  # noqa: E402
 
 # Heuristic column of the SMAC paper's results table (win %, StarCraft II 4.6.2).
 PAPER_HEURISTIC = {
@@ -54,6 +62,10 @@ PAPER_HEURISTIC = {
 }
 PAPER_MAPS = tuple(PAPER_HEURISTIC)
 OTHER_MAPS = tuple(m for m in MAP_REGISTRY if m not in PAPER_HEURISTIC)
+SMACV2_MAPS = tuple(SMACV2_SCENARIOS)  # race by race: 5_vs_5, 10_vs_10, 20_vs_20, 10_vs_11, 20_vs_23
+REPORT_ORDER = PAPER_MAPS + OTHER_MAPS + SMACV2_MAPS
+# What the measured battles depend on beside the simulator's sources: the scenarios' env_args.
+ENGINE_PATHS = ("src/envs/starcraft", "src/config/envs/smacv2_configs")
 POLICIES = ("heuristic", "random", "stop")
 EXTRA_POLICIES = ("choke",)
 # corridor: the corner of the open area at the choke, six places packed into it.
@@ -65,7 +77,7 @@ def engine_id() -> str:
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
                                 capture_output=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src/envs/starcraft"],
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", *ENGINE_PATHS],
                                cwd=ROOT, text=True, capture_output=True, check=True).stdout.strip()
         commit += " + uncommitted engine changes" if dirty else ""
     except (OSError, subprocess.CalledProcessError):
@@ -100,12 +112,21 @@ def choke_actions(env, places: dict[int, tuple[float, float]]) -> list[int]:
     return actions
 
 
-def play(map_name: str, policy: str, seed: int, episodes: int) -> tuple[int, int, int]:
-    """Play `episodes` episodes of one policy with one env seed -> (wins, episodes, env steps)."""
+def make_env(map_name: str, seed: int, heuristic_ai: bool):
+    """The built-in simulator's env for a SMAC map (StarCraft2Env) or a SMACv2 scenario (SMACv2's
+    capability wrapper with the scenario's env_args), seeded with `seed`."""
+    if map_name in SMACV2_SCENARIOS:
+        from envs.starcraft.smacv2_configs import scenario_env
+
+        return scenario_env(map_name, seed=seed, backend="builtin", heuristic_ai=heuristic_ai)
     from envs.starcraft.starcraft2 import StarCraft2Env
 
-    env = StarCraft2Env(map_name=map_name, seed=seed, backend="builtin",
-                        heuristic_ai=(policy == "heuristic"))
+    return StarCraft2Env(map_name=map_name, seed=seed, backend="builtin", heuristic_ai=heuristic_ai)
+
+
+def play(map_name: str, policy: str, seed: int, episodes: int) -> tuple[int, int, int]:
+    """Play `episodes` episodes of one policy with one env seed -> (wins, episodes, env steps)."""
+    env = make_env(map_name, seed, heuristic_ai=(policy == "heuristic"))
     rng = np.random.default_rng(seed)
     wins = steps = 0
     n = env.n_agents
@@ -192,7 +213,7 @@ def load_parts(paths: list[str]) -> None:
                 maps.append(m)
             if p not in policies:
                 policies.append(p)
-    order = [m for m in PAPER_MAPS + OTHER_MAPS if m in maps]
+    order = [m for m in REPORT_ORDER if m in maps]
     missing = [(m, p) for m in order for p in policies if (m, p) not in results]
     if missing:
         raise SystemExit(f"the parts lack cells {missing}")
@@ -201,8 +222,12 @@ def load_parts(paths: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--maps", nargs="+", default=list(PAPER_MAPS + OTHER_MAPS),
-                        help="default: the 14 maps of the SMAC paper's table, then the other 9")
+    chosen = parser.add_mutually_exclusive_group()
+    chosen.add_argument("--maps", nargs="+", default=list(PAPER_MAPS + OTHER_MAPS),
+                        help="SMAC maps or SMACv2 scenarios; default: the 14 maps of the SMAC paper's table, "
+                             "then the other 9")
+    chosen.add_argument("--smacv2", action="store_const", dest="maps", const=list(SMACV2_MAPS),
+                        help="SMACv2's 15 scenarios, race by race (5_vs_5, 10_vs_10, 20_vs_20, 10_vs_11, 20_vs_23)")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--episodes", type=int, default=100, help="episodes per seed")
@@ -215,9 +240,10 @@ def main(argv: list[str] | None = None) -> dict:
     if args.load:
         load_parts(args.load)
         return {}
-    unknown = [m for m in args.maps if m not in MAP_REGISTRY]
+    unknown = [m for m in args.maps if m not in REPORT_ORDER]
     if unknown:
-        parser.error(f"unknown maps {unknown}; known: {', '.join(MAP_REGISTRY)}")
+        parser.error(f"unknown maps {unknown}; known: {', '.join(MAP_REGISTRY)} (SMAC) and "
+                     f"{', '.join(SMACV2_MAPS)} (SMACv2)")
     if args.seeds < 1 or args.episodes < 1 or args.jobs < 1:
         parser.error("--seeds, --episodes and --jobs must be positive")
     if "choke" in args.policies and args.maps != ["corridor"]:
