@@ -11,6 +11,7 @@ from PIL import Image
 from envs.starcraft import unit_ids as ids
 from envs.starcraft.maps import MAP_REGISTRY
 from envs.starcraft.render import HEADER_PX, RecordingEngine, ReplayRecorder, record_battles
+from envs.starcraft.render import main as render_main
 from envs.starcraft.scenarios import MAP_NAMES, get_scenario
 
 M, MD, MV = ids.MARINE, ids.MARAUDER, ids.MEDIVAC
@@ -318,3 +319,41 @@ def test_focus_fire_battles_on_the_builtin_engine(tmp_path):
     assert engine.recorder.save(str(path)) == engine.recorder.n_frames
     with Image.open(path) as gif:
         assert gif.n_frames == engine.recorder.n_frames
+
+
+def test_recording_engine_passes_smacv2_teams_on_and_sizes_units_per_episode(tmp_path):
+    from envs.starcraft.engine import BuiltinEngine
+    from envs.starcraft.teams import Team
+
+    engine = RecordingEngine(BuiltinEngine("10gen_protoss", 0), "10gen_protoss")
+    left, right = ((10.0, 16.0), (10.0, 24.0)), ((22.0, 16.0), (22.0, 24.0))
+    engine.reset(Team(("colossus", "zealot"), left, ("zealot", "colossus"), right))
+    engine.reset(team=Team(("zealot", "colossus"), left, ("colossus", "zealot"), right))
+    path = tmp_path / "gen.gif"
+    assert engine.recorder.save(str(path)) == 2
+    # 12 px right of (10, 16) and left of (22, 16): inside a Colossus (radius 1 = 16 px), outside a
+    # Zealot (0.5 = 8 px); episode 1 has the Colossus on the left, episode 2 on the right.
+    ally_side, enemy_side = (10 * 16 + 12, 16 * 16 + HEADER_PX), (22 * 16 - 12, 16 * 16 + HEADER_PX)
+    with Image.open(path) as gif:
+        first = gif.convert("RGB")
+        gif.seek(1)
+        second = gif.convert("RGB")
+    assert first.getpixel(ally_side) == ALLY_RGB and second.getpixel(ally_side) != ALLY_RGB
+    assert first.getpixel(enemy_side) != ENEMY_RGB and second.getpixel(enemy_side) == ENEMY_RGB
+
+
+def test_focus_fire_replay_of_a_smacv2_scenario_from_the_command_line(tmp_path, capsys):
+    out = tmp_path / "protoss.gif"
+    render_main(["--map", "protoss_5_vs_5", "--episodes", "2", "--out", str(out)])
+    printed = capsys.readouterr().out
+    match = re.fullmatch(r"protoss_5_vs_5: 2 episode\(s\), won \d, (\d+) frames -> .*\n", printed)
+    assert match, printed
+    with Image.open(out) as gif:
+        assert gif.n_frames == int(match.group(1)) > 2
+
+
+def test_render_command_line_refuses_an_unknown_map(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        render_main(["--map", "protoss_4_vs_4"])
+    assert exit_info.value.code == 2
+    assert "unknown map 'protoss_4_vs_4'; SMAC's maps: 3m," in capsys.readouterr().err

@@ -5,10 +5,13 @@ on every reset and `add_frame(units, radius, attacks)` after the reset and after
 step; `save(path)` (or `save_replay(replay_dir, prefix)`) writes them as one GIF. Frames are
 small numpy tables drawn only when saving, so recording costs a few array copies per step.
 `RecordingEngine` wraps any engine of the engine contract and does this bookkeeping, adding
-the contract's `save_replay(replay_dir, prefix) -> path`.
+the contract's `save_replay(replay_dir, prefix) -> path`; it passes reset's arguments on (SMACv2's
+reset(team) creates new armies every episode).
 
-Command line (run from src/): play a scripted focus-fire policy and write its replay:
+Command line (run from src/): play a scripted focus-fire policy and write its replay, on a SMAC
+map or a SMACv2 map or scenario (each episode draws its armies as the scenario's config says):
     python -m envs.starcraft.render --map 3m --episodes 1 --out replay.gif
+    python -m envs.starcraft.render --map protoss_5_vs_5 --episodes 3 --out replay.gif
 """
 import argparse
 import datetime
@@ -228,15 +231,16 @@ class RecordingEngine:
     """An engine of the engine contract whose every reset and step is recorded for replays.
 
     Unit sizes come from envs.starcraft.units, so the engine must use the type ids of
-    envs.starcraft.unit_ids (the built-in engine does). Everything else (map_x, pathing_grid,
-    last_attacks, close, ...) is the wrapped engine's.
+    envs.starcraft.unit_ids (the built-in engine does); they are read at every reset, since a
+    SMACv2 map's armies change from episode to episode. Everything else (map_x, pathing_grid,
+    last_attacks, ally_unit_ids, close, ...) is the wrapped engine's.
     """
 
     def __init__(self, engine: Any, map_name: str, max_episodes: int = 5):
         self.engine = engine
         self.recorder = ReplayRecorder(map_name, engine.pathing_grid, engine.terrain_height,
                                        max_episodes=max_episodes)
-        self._radius: np.ndarray | None = None  # float [n_units], from the first reset
+        self._radius: np.ndarray | None = None  # float [n_units], of the current episode's units
 
     def __getattr__(self, name: str) -> Any:
         engine = self.__dict__.get("engine")  # absent while copy/pickle rebuild the wrapper
@@ -244,10 +248,10 @@ class RecordingEngine:
             raise AttributeError(name)
         return getattr(engine, name)
 
-    def reset(self) -> Any:
-        units = self.engine.reset()
-        if self._radius is None:
-            self._radius = np.array([get_unit_stats(t).radius for t in units.unit_type])
+    def reset(self, *args: Any, **kwargs: Any) -> Any:
+        """The wrapped engine's reset (SMAC's reset(), SMACv2's reset(team)), recorded."""
+        units = self.engine.reset(*args, **kwargs)
+        self._radius = np.array([get_unit_stats(t).radius for t in units.unit_type])
         self.recorder.begin_episode()
         self.recorder.add_frame(units, self._radius)
         return units
@@ -264,8 +268,9 @@ class RecordingEngine:
 # ------------------------------------------------------------------------------------------
 # Command line: a scripted focus-fire battle.
 
-# SMAC action numbers (facts sheet §3).
-_STOP, _NORTH, _SOUTH, _EAST, _WEST, _FIRST_TARGET = 1, 2, 3, 4, 5, 6
+# SMAC action numbers (facts sheet §3); SMACv2 numbers them alike, its field-of-view turns (EPO)
+# and then its targets following, from env.n_actions_no_attack.
+_STOP, _NORTH, _SOUTH, _EAST, _WEST = 1, 2, 3, 4, 5
 
 
 def _move_towards(avail: np.ndarray, dx: float, dy: float) -> int:
@@ -281,33 +286,37 @@ def _move_towards(avail: np.ndarray, dx: float, dy: float) -> int:
 def focus_fire_actions(env: Any) -> list[int]:
     """Every agent shoots the weakest enemy in reach of the team, else walks to the nearest one.
 
-    A Medivac (MMM maps) heals the most hurt ally in reach, else follows the army. Reads the
-    SMAC env's `agents`/`enemies` views and available actions only.
+    A Medivac (MMM maps, SMACv2's Terran maps) heals the most hurt ally in reach, else follows
+    the army. Reads the SMAC env's `agents`/`enemies` views and available actions only.
     """
     avail = np.array(env.get_avail_actions(), dtype=bool)  # [n_agents, n_actions]
+    first = env.n_actions_no_attack
     agents, enemies = env.agents, env.enemies
+    # medivac_id is 0 (no unit's type) on maps without Medivacs
+    is_medivac = np.array([agents[a].unit_type == env.medivac_id for a in range(env.n_agents)])
     enemy_hp = np.array([enemies[e].health + enemies[e].shield for e in range(env.n_enemies)])
-    in_reach = avail[:, _FIRST_TARGET:].any(axis=0)  # [n_enemies] attackable by someone
+    # [n_enemies] attackable by some fighter (a Medivac's targets are allies)
+    in_reach = avail[~is_medivac, first:first + env.n_enemies].any(axis=0)
     focus = int(np.argmin(np.where(in_reach, enemy_hp, np.inf))) if in_reach.any() else None
     actions = []
     for a_id in range(env.n_agents):
         me = agents[a_id]
         if me.health <= 0:
             actions.append(0)
-        elif env.map_type == "MMM" and me.unit_type == env.medivac_id:
+        elif is_medivac[a_id]:
             actions.append(_medivac_action(env, avail[a_id], me))
         else:
-            actions.append(_fighter_action(avail[a_id], me, enemies, enemy_hp, focus))
+            targets = avail[a_id, first:first + env.n_enemies]  # [n_enemies]
+            actions.append(_fighter_action(avail[a_id], targets, first, me, enemies, enemy_hp, focus))
     return actions
 
 
-def _fighter_action(avail: np.ndarray, me: Any, enemies: dict, enemy_hp: np.ndarray,
-                    focus: int | None) -> int:
-    targets = avail[_FIRST_TARGET:]  # [n_enemies]
+def _fighter_action(avail: np.ndarray, targets: np.ndarray, first: int, me: Any, enemies: dict,
+                    enemy_hp: np.ndarray, focus: int | None) -> int:
     if focus is not None and targets[focus]:
-        return _FIRST_TARGET + focus
+        return first + focus
     if targets.any():
-        return _FIRST_TARGET + int(np.argmin(np.where(targets, enemy_hp, np.inf)))
+        return first + int(np.argmin(np.where(targets, enemy_hp, np.inf)))
     alive = [e for e in enemies.values() if e.health > 0]
     if not alive:
         return _STOP
@@ -316,11 +325,11 @@ def _fighter_action(avail: np.ndarray, me: Any, enemies: dict, enemy_hp: np.ndar
 
 
 def _medivac_action(env: Any, avail: np.ndarray, me: Any) -> int:
-    agents = env.agents
+    agents, first = env.agents, env.n_actions_no_attack
     hurt = [(agents[j].health / agents[j].health_max, j) for j in range(env.n_agents)
-            if avail[_FIRST_TARGET + j] and agents[j].health < agents[j].health_max]
+            if avail[first + j] and agents[j].health < agents[j].health_max]
     if hurt:
-        return _FIRST_TARGET + min(hurt)[1]
+        return first + min(hurt)[1]
     army = [u for u in agents.values() if u.health > 0 and u.unit_type != env.medivac_id]
     if not army:
         return _STOP
@@ -329,14 +338,38 @@ def _medivac_action(env: Any, avail: np.ndarray, me: Any) -> int:
     return _move_towards(avail, cx - me.pos.x, cy - me.pos.y)
 
 
-def record_battles(map_name: str, episodes: int, seed: int | None) -> tuple[RecordingEngine, dict]:
-    """Play `episodes` focus-fire episodes on the built-in engine; returns (engine, env stats)."""
+def engine_map_of(map_name: str) -> str:
+    """The map the built-in engine plays for `map_name`: a SMACv2 scenario's 10gen map, else itself;
+    ValueError listing the playable names for any other."""
     # Imported on use: the engine side may import this module for RecordingEngine.
+    from envs.starcraft.maps import SMACV2_SCENARIOS, gen_map_of
+    from envs.starcraft.scenarios import MAP_NAMES
+
+    if map_name in SMACV2_SCENARIOS:
+        return gen_map_of(map_name)
+    if map_name not in MAP_NAMES:
+        raise ValueError(f"unknown map {map_name!r}; SMAC's maps: {', '.join(MAP_NAMES)}; "
+                         f"SMACv2's scenarios: {', '.join(SMACV2_SCENARIOS)}")
+    return map_name
+
+
+def record_battles(map_name: str, episodes: int, seed: int | None) -> tuple[RecordingEngine, dict]:
+    """Play `episodes` focus-fire episodes on the built-in engine; returns (engine, env stats).
+
+    map_name: a SMAC map, or a SMACv2 scenario (protoss_5_vs_5, ...) played with the env_args of
+    its config file, each episode drawing new armies.
+    """
     from envs.starcraft.engine import BuiltinEngine
+    from envs.starcraft.maps import SMACV2_SCENARIOS
+    from envs.starcraft.smacv2_configs import scenario_env
     from envs.starcraft.starcraft2 import StarCraft2Env
 
-    engine = RecordingEngine(BuiltinEngine(map_name, seed), map_name, max_episodes=episodes)
-    env = StarCraft2Env(map_name=map_name, seed=seed, engine=engine)
+    engine = RecordingEngine(BuiltinEngine(engine_map_of(map_name), seed), map_name,
+                             max_episodes=episodes)
+    if map_name in SMACV2_SCENARIOS:
+        env = scenario_env(map_name, seed=seed, engine=engine)
+    else:
+        env = StarCraft2Env(map_name=map_name, seed=seed, engine=engine)
     for _ in range(episodes):
         env.reset()
         terminated = False
@@ -349,14 +382,19 @@ def record_battles(map_name: str, episodes: int, seed: int | None) -> tuple[Reco
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Write a GIF replay of scripted focus-fire "
-                                                 "battles on the built-in SMAC simulator.")
-    parser.add_argument("--map", default="3m", help="SMAC map name")
+                                                 "battles on the built-in StarCraft II simulator.")
+    parser.add_argument("--map", default="3m",
+                        help="SMAC map (3m, MMM2, ...) or SMACv2 scenario (protoss_5_vs_5, ...)")
     parser.add_argument("--episodes", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="replay.gif", help="GIF file to write")
     args = parser.parse_args(argv)
     if args.episodes < 1:
         parser.error(f"--episodes must be positive, got {args.episodes}")
+    try:
+        engine_map_of(args.map)
+    except ValueError as error:
+        parser.error(str(error))
     engine, stats = record_battles(args.map, args.episodes, args.seed)
     n_frames = engine.recorder.save(args.out)
     print(f"{args.map}: {args.episodes} episode(s), won {stats['battles_won']}, "
