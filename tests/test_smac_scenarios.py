@@ -357,3 +357,20 @@ def test_render_command_line_refuses_an_unknown_map(capsys):
         render_main(["--map", "protoss_4_vs_4"])
     assert exit_info.value.code == 2
     assert "unknown map 'protoss_4_vs_4'; SMAC's maps: 3m," in capsys.readouterr().err
+
+
+def test_smacv2_env_records_replays_on_the_builtin_simulator(tmp_path):
+    """What save_replay=True does on env sc2v2: record_replay wraps the built-in engine, every reset draws
+    new armies, save_replay writes one GIF of the episodes (prefix: SMACv2's, with prob_obs_enemy)."""
+    from envs.starcraft.smacv2_configs import scenario_env
+
+    env = scenario_env("zerg_5_vs_5", seed=0, backend="builtin", record_replay=True,
+                       replay_dir=str(tmp_path), replay_prefix="run")
+    for _ in range(2):
+        env.reset()
+        env.step([1] * env.n_agents)  # stop
+    path = env.save_replay()
+    env.close()
+    assert re.fullmatch(r"run_1\.0_\d{4}-\d\d-\d\d-\d\d-\d\d-\d\d_\d+\.gif", os.path.basename(path))
+    with Image.open(path) as gif:
+        assert gif.n_frames == 4
