@@ -3,13 +3,23 @@
 Usage (from the repository root):
     python scripts/results_table.py results/sacred/3m                                  # every run of a map
     python scripts/results_table.py results/sacred/3m/qmix_env=8_adam_td_lambda/1 [RUN_DIR ...]
+    python scripts/results_table.py docs/results/smacv2 --at 100000 200000 500000 1000000
 
 Each path is a sacred run folder (config.json, run.json, info.json) or a folder above run folders.
 A running or killed run is read up to its last heartbeat. The test metric is the win rate
 (test_battle_won_mean) where the env logs one, else the return (test_return_mean); "final" is the
 mean of its last 5 values, "steps to" the first t_env it reached THRESHOLD (win rates only).
 Evaluation runs (run_kind evaluate, under <name>/eval/) show the one test they ran.
+
+--at STEP ... prints learning curves instead: one row per training run with its map, algorithm
+(the config's name), seed, unique_token, the git commit(s) its run.json records and the built-in
+simulator's source digest its cout.txt logged ('-' where that file is not kept), then the test
+metric at each STEP: the test logged at the first t_env >= STEP ('-' if the run never got there).
+Runs are told apart by what their config.json records (unique_token), not by folder names: a run
+resumed into another sacred folder keeps its token, and its newest folder, which starts with the
+curves of the folders before it, gives the values.
 """
+import re
 import argparse
 import datetime
 import os
@@ -17,11 +27,12 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
 
-from utils.run_index import read_json, run_folders, run_kind  # noqa: E402
+from utils.run_index import get_dotted, has_dotted, read_json, run_folders, run_kind  # noqa: E402
 
 THRESHOLD = 0.9
 FINAL_TESTS = 5
 METRICS = ("test_battle_won_mean", "test_return_mean")  # the first one a run logged is shown
+DIGEST_LINE = re.compile(r"sources sha256 ([0-9a-f]+)")  # run.py's engine log line in cout.txt
 
 
 def wall_clock(run: dict) -> str:
@@ -36,13 +47,18 @@ def first_reaching(values: list, steps: list, threshold: float) -> str:
     return f"{hits[0]:,}" if hits else "not reached"
 
 
+def test_metric(info: dict) -> str | None:
+    """The test metric the run logged (METRICS' first), None before its first test."""
+    return next((name for name in METRICS if info.get(name)), None)
+
+
 def row(run_dir: str) -> str:
     config, run, info = (read_json(os.path.join(run_dir, name)) for name in ("config.json", "run.json", "info.json"))
     env_args = config.get("env_args", {})
     where = " | ".join([env_args.get("map_name") or config["env"], env_args.get("backend", "-"),
                         config.get("train_precision", "float32")])
     head = f"| {run_dir} | {run_kind(config)} | {where}"
-    metric = next((name for name in METRICS if info.get(name)), None)
+    metric = test_metric(info)
     if metric is None:
         return f"{head} | - | {wall_clock(run)} | no test finished yet | | | | {run['status'].lower()} |"
     values, steps = info[metric], info[f"{metric}_T"]
@@ -52,10 +68,79 @@ def row(run_dir: str) -> str:
             f"{run['status'].lower()} |")
 
 
+def value_at(values: list, steps: list, step: int) -> str:
+    """The value of the first test logged at t_env >= step, '-' if there is none."""
+    return next((f"{value:.2f}" for value, t in zip(values, steps) if t >= step), "-")
+
+
+def commits(runs: list[dict]) -> str:
+    """The git commits the run.json files of `runs` record (sacred's experiment.repositories), in
+    order, '(dirty)' where the tree had uncommitted changes; '-' if none does."""
+    found = []
+    for run in runs:
+        for repository in run.get("experiment", {}).get("repositories", []):
+            label = repository["commit"][:7] + (" (dirty)" if repository.get("dirty") else "")
+            if label not in found:
+                found.append(label)
+    return ", ".join(found) or "-"
+
+
+def simulator_digests(folders: list[str]) -> str:
+    """The built-in simulator digests the cout.txt of `folders` logged, in order; '-' if none."""
+    found = []
+    for folder in folders:
+        path = os.path.join(folder, "cout.txt")
+        if os.path.exists(path):
+            with open(path, errors="replace") as f:
+                found += [digest for digest in DIGEST_LINE.findall(f.read()) if digest not in found]
+    return ", ".join(found) or "-"
+
+
+def training_runs(folders: list[str]) -> dict[str, list[str]]:
+    """{unique_token: its folders, oldest start first} of the training runs among `folders` (a run
+    without a recorded token stands alone, under its folder)."""
+    runs: dict[str, list[tuple[str, str]]] = {}
+    for folder in folders:
+        config = read_json(os.path.join(folder, "config.json"))
+        if run_kind(config) != "train":
+            continue
+        start = read_json(os.path.join(folder, "run.json"))["start_time"]
+        runs.setdefault(config.get("unique_token") or folder, []).append((start, folder))
+    return {token: [folder for _, folder in sorted(parts)] for token, parts in runs.items()}
+
+
+def curve_row(token: str, folders: list[str], at: list[int]) -> tuple[tuple, str]:
+    """(sort key, markdown row) of one training run for --at."""
+    config, info = (read_json(os.path.join(folders[-1], name)) for name in ("config.json", "info.json"))
+    runs = [read_json(os.path.join(folder, "run.json")) for folder in folders]
+    where = get_dotted(config, "env_args.map_name") if has_dotted(config, "env_args.map_name") else None
+    where = where or config["env"]
+    metric = test_metric(info)
+    cells = [value_at(info[metric], info[f"{metric}_T"], step) for step in at] if metric else ["-"] * len(at)
+    last = f"{info[f'{metric}_T'][-1]:,}" if metric else "-"
+    line = (f"| {where} | {config.get('name', '-')} | {config.get('seed', '-')} | {token} | {commits(runs)} | "
+            f"{simulator_digests(folders)} | {metric or 'no test yet'} | {' | '.join(cells)} | {last} | "
+            f"{runs[-1]['status'].lower()} |")
+    return (str(where), str(config.get("name")), str(config.get("seed")), token), line
+
+
+def print_curves(folders: list[str], at: list[int]) -> None:
+    """The --at table: one row per training run (see the module docstring)."""
+    print(f"| map or env | algorithm | seed | run (unique_token) | git commit | simulator sha256 | test metric | "
+          f"{' | '.join(f't_env {step:,}' for step in at)} | last test | status |")
+    print("|---" * (9 + len(at)) + "|")
+    for _, line in sorted(curve_row(token, parts, at) for token, parts in training_runs(folders).items()):
+        print(line)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="+", help="sacred run folders, or folders above them")
+    parser.add_argument("--at", nargs="+", type=int, metavar="STEP",
+                        help="learning curves: each training run's test metric at these env steps")
     args = parser.parse_args(argv)
+    if args.at and min(args.at) < 0:
+        parser.error("--at takes env steps (non-negative integers)")
     try:
         folders = run_folders(args.paths)
     except FileNotFoundError as error:
@@ -65,6 +150,9 @@ def main(argv: list[str]) -> int:
         print(f"results_table.py: error: no sacred run folder (config.json, run.json, info.json) under "
               f"{', '.join(args.paths)}", file=sys.stderr)
         return 1
+    if args.at:
+        print_curves(folders, args.at)
+        return 0
     print(f"| run | kind | map or env | engine | precision | env steps | wall-clock | test metric | "
           f"final (last {FINAL_TESTS}) | best | steps to {THRESHOLD} | status |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")

@@ -10,10 +10,11 @@ from main_runs import REPO
 TABLE = os.path.join(REPO, "scripts", "results_table.py")
 
 
-def write_run(folder: str, config: dict, info: dict) -> None:
+def write_run(folder: str, config: dict, info: dict, run: dict | None = None) -> None:
     os.makedirs(folder)
     files = {"config.json": config, "info.json": info,
-             "run.json": {"status": "COMPLETED", "start_time": "2026-12-01T10:00:00", "stop_time": "2026-12-01T10:06:00"}}
+             "run.json": run or {"status": "COMPLETED", "start_time": "2026-12-01T10:00:00",
+                                 "stop_time": "2026-12-01T10:06:00"}}
     for name, content in files.items():
         with open(os.path.join(folder, name), "w") as f:
             json.dump(content, f)
@@ -52,3 +53,63 @@ def test_a_missing_path_is_one_line(tmp_path):
     proc = table(str(tmp_path / "missing"))
     assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1
     assert "does not exist" in proc.stderr
+
+
+def smacv2_run(map_name: str, seed: int, token: str) -> dict:
+    return {"env": "sc2v2", "name": "qmix_env=8_adam_td_lambda", "seed": seed, "unique_token": token,
+            "run_kind": "train", "env_args": {"map_name": map_name, "backend": "builtin", "seed": seed}}
+
+
+def sacred_run(start: str, status: str, commit: str, dirty: bool) -> dict:
+    """run.json as sacred writes it (its repositories list repeats the one repository per source file)."""
+    return {"status": status, "start_time": start, "heartbeat": start,
+            "experiment": {"repositories": [{"commit": commit, "dirty": dirty, "url": "git://repo"}] * 3}}
+
+
+def curve(steps: list, values: list) -> dict:
+    return {"test_battle_won_mean": values, "test_battle_won_mean_T": steps, "loss_td": [1.0], "loss_td_T": [9]}
+
+
+def test_at_gives_each_runs_test_at_the_first_t_env_reaching_each_step(tmp_path):
+    """docs/results/smacv2-like records (config.json, info.json, metrics.json, run.json) in folders whose
+    names say nothing or mislead: runs are told apart by their config.json."""
+    steps = [0, 99_000, 100_400, 150_000, 201_000]
+    write_run(str(tmp_path / "zerg" / "a"), smacv2_run("protoss_5_vs_5", 2, "qmix_builtin__x_1"),
+              curve(steps, [0.0, 0.1, 0.2, 0.3, 0.4]),
+              sacred_run("2026-12-01T10:00:00", "COMPLETED", "abcdef0123", False))
+    # One run in two folders: interrupted at 150,000, resumed (same unique_token) from its checkpoint at
+    # 100,400, its new folder starting with the curve up to there; the newest folder gives the values.
+    token = "qmix_builtin__x_2"
+    write_run(str(tmp_path / "zerg" / "b"), smacv2_run("zerg_5_vs_5", 1, token), curve(steps[:4], [0.0, 0.5, 0.6, 0.7]),
+              sacred_run("2026-12-01T09:00:00", "INTERRUPTED", "1111111aaa", True))
+    write_run(str(tmp_path / "c"), smacv2_run("zerg_5_vs_5", 1, token),
+              curve([0, 99_000, 100_400, 201_000, 1_000_300], [0.0, 0.5, 0.6, 0.8, 0.9]),
+              sacred_run("2026-12-01T11:00:00", "COMPLETED", "2222222bbb", False))
+    for folder in ("zerg/a", "zerg/b", "c"):
+        (tmp_path / folder / "metrics.json").write_text("{}")
+    evaluation = {**smacv2_run("zerg_5_vs_5", 1, "qmix_builtin__x_3"), "run_kind": "evaluate"}
+    write_run(str(tmp_path / "eval"), evaluation, curve([1_000_300], [1.0]))
+    proc = table(str(tmp_path), "--at", "100000", "200000", "1000000")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0].endswith("| test metric | t_env 100,000 | t_env 200,000 | t_env 1,000,000 | last test | status |")
+    assert lines[1] == "|---" * 12 + "|"
+    assert lines[2:] == [
+        "| protoss_5_vs_5 | qmix_env=8_adam_td_lambda | 2 | qmix_builtin__x_1 | abcdef0 | - | test_battle_won_mean | "
+        "0.20 | 0.40 | - | 201,000 | completed |",
+        "| zerg_5_vs_5 | qmix_env=8_adam_td_lambda | 1 | qmix_builtin__x_2 | 1111111 (dirty), 2222222 | - | "
+        "test_battle_won_mean | 0.60 | 0.80 | 0.90 | 1,000,300 | completed |"]
+
+
+def test_at_shows_the_simulator_digest_a_kept_log_records_and_returns_where_no_win_rate_is_logged(tmp_path):
+    write_run(str(tmp_path / "a"), smacv2_run("terran_5_vs_5", 0, "t1"), curve([0, 60_000], [0.0, 0.25]))
+    (tmp_path / "a" / "cout.txt").write_text("[INFO] my_main SMAC engine: builtin, sources sha256 0123abcd4567 (...)\n")
+    write_run(str(tmp_path / "b"), {"env": "small_stag_hunt", "env_args": {}, "name": "iql", "seed": 4,
+                                    "unique_token": "t2"},
+              {"test_return_mean": [3.0, 8.0], "test_return_mean_T": [0, 500]})
+    write_run(str(tmp_path / "c"), smacv2_run("zerg_5_vs_5", 0, "t3"), {"loss_td": [1.0], "loss_td_T": [9]})
+    rows = table(str(tmp_path), "--at", "50000").stdout.strip().splitlines()[2:]
+    assert rows == ["| small_stag_hunt | iql | 4 | t2 | - | - | test_return_mean | - | 500 | completed |",
+                    "| terran_5_vs_5 | qmix_env=8_adam_td_lambda | 0 | t1 | - | 0123abcd4567 | test_battle_won_mean | "
+                    "0.25 | 60,000 | completed |",
+                    "| zerg_5_vs_5 | qmix_env=8_adam_td_lambda | 0 | t3 | - | - | no test yet | - | - | completed |"]
