@@ -63,3 +63,18 @@ def test_every_quick_start_command_runs(tmp_path):
             saved = str(results / "models" / config["unique_token"])
         if SAVED in command:
             assert config["run_kind"] == "evaluate" and "Evaluation: " in proc.stderr
+
+
+def test_every_smacv2_command_runs(tmp_path):
+    commands = readme_commands("## SMACv2 without StarCraft II")
+    assert any("--env-config=sc2v2" in c for c in commands) and any("--env-config=sc2_gen_" in c for c in commands)
+    for i, command in enumerate(commands):
+        results = tmp_path / str(i)
+        proc = run_main(*shortened(command, str(results), ""), timeout=300)
+        assert proc.returncode == 0, f"{command}\n{proc.stderr[-3000:]}"
+        (config_path,) = [os.path.join(root, name) for root, _, files in os.walk(results / "sacred")
+                          for name in files if name == "config.json"]
+        with open(config_path) as f:
+            config = json.load(f)
+        assert config["env"] in ("sc2wrapped", "sc2v2") and config["env_args"]["backend"] in ("builtin", "sc2")
+        assert "test_battle_won_mean" in proc.stderr
