@@ -535,3 +535,30 @@ class StandInGame:
     @staticmethod
     def _save_replay(data: bytes, replay_dir: str, prefix: str) -> str:
         return os.path.join(replay_dir, f"{prefix}.SC2Replay")
+
+
+def play_in_lockstep(env_sc2, env_ref, episodes: int, check_episode=None) -> float:
+    """Play both envs with the same random available actions, asserting equal avail actions, obs,
+    state, step results and stats at every step; -> the total reward (tests check it is positive:
+    damage was dealt, so the compared states really changed). check_episode(env_sc2, env_ref) runs
+    after each reset."""
+    rng = np.random.default_rng(0)
+    total_reward = 0.0
+    for _episode in range(episodes):
+        env_sc2.reset()
+        env_ref.reset()
+        if check_episode is not None:
+            check_episode(env_sc2, env_ref)
+        terminated = False
+        while not terminated:
+            avail = np.array(env_ref.get_avail_actions())  # [n_agents, n_actions]
+            np.testing.assert_array_equal(np.array(env_sc2.get_avail_actions()), avail)
+            np.testing.assert_array_equal(np.array(env_sc2.get_obs()), np.array(env_ref.get_obs()))
+            np.testing.assert_array_equal(env_sc2.get_state(), env_ref.get_state())
+            actions = [rng.choice(np.flatnonzero(row)) for row in avail]
+            result_sc2, result_ref = env_sc2.step(actions), env_ref.step(actions)
+            assert result_sc2 == result_ref
+            total_reward += result_ref[0]
+            terminated = result_ref[1]
+    assert env_sc2.get_stats() == env_ref.get_stats()
+    return total_reward

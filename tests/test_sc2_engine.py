@@ -30,7 +30,7 @@ from s2clientprotocol import common_pb2 as sc_common
 from s2clientprotocol import sc2api_pb2 as sc_pb
 from sc2_fakes import (TAG_STRIDE, FakeController, FakeLauncher, Float32Engine, ScriptedWorld,
                        assert_units_equal, encode_game_info, fake_game_info, fake_install, make_units,
-                       orders, units_copy, world_game_info)
+                       orders, play_in_lockstep, units_copy, world_game_info)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -404,24 +404,11 @@ def test_env_over_sc2_engine_equals_env_over_the_simulator(map_name):
     seed = 21
     env_sc2 = StarCraft2Env(map_name=map_name, seed=seed, engine=fake_engine(map_name, seed)[0])
     env_ref = StarCraft2Env(map_name=map_name, seed=seed, engine=Float32Engine(map_name, seed))
-    rng = np.random.default_rng(0)
-    total_reward = 0.0
-    for _episode in range(2):
-        env_sc2.reset()
-        env_ref.reset()
+
+    def same_pathing(env_sc2, env_ref):
         np.testing.assert_array_equal(env_sc2.pathing_grid, env_ref.pathing_grid)
-        terminated = False
-        while not terminated:
-            avail = np.array(env_ref.get_avail_actions())
-            np.testing.assert_array_equal(np.array(env_sc2.get_avail_actions()), avail)
-            np.testing.assert_array_equal(np.array(env_sc2.get_obs()), np.array(env_ref.get_obs()))
-            np.testing.assert_array_equal(env_sc2.get_state(), env_ref.get_state())
-            actions = [rng.choice(np.flatnonzero(row)) for row in avail]
-            result_sc2, result_ref = env_sc2.step(actions), env_ref.step(actions)
-            assert result_sc2 == result_ref
-            total_reward += result_ref[0]
-            terminated = result_ref[1]
-    assert env_sc2.get_stats() == env_ref.get_stats()
+
+    total_reward = play_in_lockstep(env_sc2, env_ref, episodes=2, check_episode=same_pathing)
     assert total_reward > 0  # damage was dealt, so the compared states really changed
 
 

@@ -25,7 +25,8 @@ from pysc2 import maps as pysc2_maps
 from pysc2.lib import protocol
 from s2clientprotocol import common_pb2 as sc_common
 from sc2_fakes import (TAG_STRIDE, FakeController, FakeLauncher, Float32Engine, ScriptedWorld, TeamWorld,
-                       assert_units_equal, fake_game_info, fake_install, make_units, orders, world_game_info)
+                       assert_units_equal, fake_game_info, fake_install, make_units, orders, play_in_lockstep,
+                       world_game_info)
 
 # Allies: a Stalker, two Zealots, a Colossus at four points; enemies: stock units at four others.
 TEAM = Team(ally_units=("stalker", "zealot", "zealot", "colossus"),
@@ -258,23 +259,7 @@ def test_smacv2_env_over_sc2_engine_equals_env_over_the_simulator(race):
                                                       engine=engine, conic_fov=False, use_unit_ranges=True,
                                                       obs_own_pos=True, min_attack_range=2)
                         for engine in (sc2, Float32Engine(map_name, seed)))
-    rng = np.random.default_rng(0)
-    dealt = 0.0
-    for _episode in range(3):
-        env_sc2.reset()
-        env_ref.reset()
-        terminated = False
-        while not terminated:
-            avail = np.array(env_ref.get_avail_actions())
-            np.testing.assert_array_equal(np.array(env_sc2.get_avail_actions()), avail)
-            np.testing.assert_array_equal(np.array(env_sc2.get_obs()), np.array(env_ref.get_obs()))
-            np.testing.assert_array_equal(env_sc2.get_state(), env_ref.get_state())
-            actions = [rng.choice(np.flatnonzero(row)) for row in avail]
-            result_sc2, result_ref = env_sc2.step(actions), env_ref.step(actions)
-            assert result_sc2 == result_ref
-            dealt += result_ref[0]
-            terminated = result_ref[1]
-    assert env_sc2.get_stats() == env_ref.get_stats()
+    dealt = play_in_lockstep(env_sc2, env_ref, episodes=3)
     assert dealt > 0  # damage was dealt, so the compared states really changed
     # Both kinds of start: reflected points, and allies sharing the centre (surrounded).
     assert {len(set(team.ally_xy)) == 1 for team in game.teams} == {True, False}
