@@ -9,6 +9,7 @@ from envs.starcraft import unit_ids as ids
 from envs.starcraft import units as us
 from envs.starcraft.engine import (COLLISION_TOL, ORDER_ATTACK, ORDER_HEAL, ORDER_KEEP, ORDER_MOVE,
                                    ORDER_STOP, BuiltinEngine)
+from envs.starcraft.maps import SMACV2_SCENARIOS
 from envs.starcraft.scenarios import get_scenario
 from envs.starcraft.teams import GEN_UNIT_NAMES, RACE_UNITS, Team
 from test_sim_mechanics import _max_overlap
@@ -264,3 +265,37 @@ def test_random_battles_never_overlap(race, sizes, engines):
 @pytest.mark.parametrize("sizes", [(5, 5), (10, 10), (20, 20), (10, 11), (20, 23)])
 def test_random_battles_never_overlap_over_thousands_of_steps(race, sizes):
     assert _play(BuiltinEngine(f"10gen_{race}", seed=2), race, sizes, 3000, seed=2) == 3000
+
+
+def _play_scenario(scenario: str, policy: str, steps: int) -> int:
+    """`steps` env steps of a scenario (its file's env_args) with SMACv2's heuristic or random available
+    actions, checking after each that no ground units overlap and all stand on walkable ground ->
+    episodes finished."""
+    from envs.starcraft.smacv2_configs import scenario_env
+
+    env = scenario_env(scenario, seed=4, backend="builtin", heuristic_ai=policy == "heuristic")
+    rng = np.random.default_rng(4)
+    env.reset()
+    episodes = 0
+    for _ in range(steps):
+        avail = np.asarray(env.get_avail_actions())  # [n_agents, n_actions]
+        actions = [int(rng.choice(np.flatnonzero(row))) for row in avail]
+        if env.step(actions)[1]:
+            episodes += 1
+            env.reset()
+        assert _max_overlap(env._engine) <= COLLISION_TOL + 1e-9
+        assert _on_walkable_ground(env._engine)
+    return episodes
+
+
+@pytest.mark.parametrize("scenario,policy", [("protoss_5_vs_5", "heuristic"), ("terran_10_vs_11", "random"),
+                                             ("zerg_20_vs_23", "heuristic")])
+def test_scenarios_play_without_overlap(scenario, policy):
+    assert _play_scenario(scenario, policy, 120) >= 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["random", "heuristic"])
+@pytest.mark.parametrize("scenario", list(SMACV2_SCENARIOS))
+def test_every_scenario_plays_thousands_of_steps_without_overlap(scenario, policy):
+    assert _play_scenario(scenario, policy, 2000) >= 5
