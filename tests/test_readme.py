@@ -76,5 +76,8 @@ def test_every_smacv2_command_runs(tmp_path):
                           for name in files if name == "config.json"]
         with open(config_path) as f:
             config = json.load(f)
-        assert config["env"] in ("sc2wrapped", "sc2v2") and config["env_args"]["backend"] in ("builtin", "sc2")
-        assert "test_battle_won_mean" in proc.stderr
+        backend = config["env_args"]["backend"]
+        assert config["env"] in ("sc2wrapped", "sc2v2") and backend in ("builtin", "sc2")
+        # The engine is in the run's name; the simulator's digest in its log.
+        assert f"_{backend}__" in config["unique_token"] and "test_battle_won_mean" in proc.stderr
+        assert backend == "sc2" or "SMAC engine: builtin, sources sha256" in proc.stderr
