@@ -294,12 +294,12 @@ class StarCraft2EnvV2(StarCraft2Env):
         dead_enemies = ~self._alive[n_ag:]
         self.enemy_tags[dead_enemies] = -1
         self.obs_enemies[dead_enemies] = 0
-        for al_id in np.flatnonzero(~self._alive[:n_ag]):
-            tagged = self.enemy_tags == al_id
-            if tagged.any():
-                self.enemy_tags[tagged] = -1
-                self.obs_enemies[tagged] = 0
-                self.obs_enemies[:, al_id] = 0
+        tags = self.enemy_tags
+        by_dead_agent = (tags >= 0) & ~self._alive[:n_ag][np.maximum(tags, 0)]  # [n_enemies]
+        if by_dead_agent.any():
+            self.obs_enemies[:, np.unique(tags[by_dead_agent])] = 0
+            self.obs_enemies[by_dead_agent] = 0
+            tags[by_dead_agent] = -1
 
     def _engine_orders(self, acts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """SMAC's orders, except that an attack (or heal) the agent cannot make now gives no order:
@@ -446,11 +446,11 @@ class StarCraft2EnvV2(StarCraft2Env):
         agent has tagged yet is tagged by it; each other agent may then observe it with probability
         prob_obs_enemy (drawn once, kept until the tagger or the enemy dies)."""
         n_ag = self.n_agents
-        sees = self._sees()[:, n_ag:]  # [n_agents, n_enemies] (positions of dead enemies: last seen)
-        alive_a = self._alive[:n_ag]
-        for agent in self._obs_rng.permutation(n_ag):
-            if not alive_a[agent]:
-                continue
+        # [n_agents, n_enemies] (positions of dead enemies: last seen), living agents only
+        sees = self._sees()[:, n_ag:] & self._alive[:n_ag, None]
+        order = self._obs_rng.permutation(n_ag)
+        # Only agents that see an untagged enemy now can tag (tags are only ever taken in here).
+        for agent in order[(sees[order] & (self.enemy_tags < 0)).any(axis=1)]:
             for e_id in np.flatnonzero(sees[agent] & (self.enemy_tags < 0)):
                 self.enemy_tags[e_id] = agent
                 draws = self._obs_rng.random(n_ag) < self.prob_obs_enemy  # [n_agents]
