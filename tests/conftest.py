@@ -32,3 +32,16 @@ def pytest_sessionstart(session):
     from envs.starcraft.backend import compile_builtin_loops
 
     compile_builtin_loops()
+
+
+@pytest.fixture
+def fallback_log(monkeypatch, caplog):
+    """The records the SMAC backend's auto choice logs, each fallback line fresh (the backend logs
+    each once per process)."""
+    import logging
+
+    from envs.starcraft import backend
+
+    monkeypatch.setattr(backend, "_told", set())
+    caplog.set_level(logging.INFO, logger=backend.__name__)
+    return caplog

@@ -16,7 +16,6 @@ import pytest
 from envs.starcraft import sc2_engine as sc2_engine_module
 from envs.starcraft.sc2_engine import (ABILITY_ATTACK, ABILITY_HEAL, ABILITY_MOVE, ABILITY_STOP,
                                        SC2Engine, decode_pathing_grid, decode_terrain_height, launch_sc2)
-from envs.starcraft import backend as backend_module
 from envs.starcraft.backend import (GameRestarted, installed_by_launcher, make_engine, sc2_install_dir,
                                     select_backend)
 from envs.starcraft.engine import BuiltinEngine
@@ -441,14 +440,6 @@ def test_backend_errors_are_one_line(tmp_path, monkeypatch):
     message = str(err.value)
     assert "\n" not in message and "SC2PATH" in message and "scripts/install_sc2.sh" in message
     assert f"no StarCraft II build {tmp_path / 'Versions' / 'Base*'}" in message
-
-
-@pytest.fixture
-def fallback_log(monkeypatch, caplog):
-    """The records backend=auto logs, each fallback line fresh (they are logged once per process)."""
-    monkeypatch.setattr(backend_module, "_told", set())
-    caplog.set_level(logging.INFO, logger=backend_module.__name__)
-    return caplog
 
 
 def test_auto_says_in_one_line_which_file_it_looked_for(tmp_path, monkeypatch, fallback_log):

@@ -203,14 +203,6 @@ def test_reset_gives_up_when_the_game_never_creates_the_whole_team(monkeypatch):
 
 
 # ---- backend selection ---------------------------------------------------------------------------
-@pytest.fixture
-def fallback_log(monkeypatch, caplog):
-    """The records backend=auto logs, each fallback line fresh (they are logged once per process)."""
-    monkeypatch.setattr(backend_module, "_told", set())
-    caplog.set_level(logging.INFO, logger=backend_module.__name__)
-    return caplog
-
-
 def test_auto_plays_smacv2_in_the_game_only_with_32x32_flat(tmp_path, monkeypatch, fallback_log):
     install = fake_install(tmp_path / "sc2")  # the game and SMAC's 3m: a SMAC-only install
     monkeypatch.setenv("SC2PATH", str(install))
