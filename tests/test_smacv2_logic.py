@@ -119,8 +119,10 @@ def enemy_block(env, agent: int) -> np.ndarray:
 
 def test_ranges_follow_the_unit_type_and_scale_the_observation():
     # Agents sort by type id: colossus (sight 10, range 7), stalker (10, 6), zealot (9, 2: min_attack_range).
+    # (Each agent sees one enemy first; hide_only_unobserved_enemies keeps the lottery's order out of it.)
     env, _ = scripted("protoss", [("zealot", 10, 10), ("stalker", 10, 20), ("colossus", 10, 30)],
-                      [("zealot", 16.5, 30), ("zealot", 19, 20), ("stalker", 11.9, 10)])
+                      [("zealot", 16.5, 30), ("zealot", 19, 20), ("stalker", 11.9, 10)],
+                      hide_only_unobserved_enemies=True)
     assert [env.unit_shoot_range(a) for a in range(3)] == [7, 6, 2]
     assert [env.unit_sight_range(a) for a in range(3)] == [10, 10, 9]
     colossus, stalker, zealot = (enemy_block(env, a) for a in range(3))
@@ -299,3 +301,44 @@ def test_attack_probabilities_decide_whether_an_attack_is_made(probability, orde
     for _ in range(3):
         env.step([6])
     assert sum(int(kind[0]) == 3 for kind, *_ in engine.orders) == orders
+
+
+class _FixedOrder:
+    """Stands in for the env's observation generator: agents in a given order, every draw 0 (a
+    prob_obs_enemy of 1 then grants every draw)."""
+
+    def __init__(self, order):
+        self.order = np.array(order)
+
+    def permutation(self, n):
+        return self.order.copy()
+
+    def random(self, size):
+        return np.zeros(size)
+
+
+@pytest.mark.parametrize("order,first_sees", [([0, 1], []), ([1, 0], [0])])
+def test_an_agent_sees_the_lottery_as_it_stood_at_its_turn(order, first_sees):
+    # Agent 0 sees enemy 0; agent 1 sees both. Both enemies are untagged at the reset.
+    env, _ = scripted("terran", [("marine", 10, 10), ("marine", 20, 10)], [("marine", 12, 10), ("marine", 22, 10)],
+                      use_unit_ranges=False)
+    env._cache.clear()
+    env._reset_episode_draws({})
+    env._obs_rng = _FixedOrder(order)
+    # Agent 0 first: it tags enemy 0, but enemy 1 is not tagged yet, so SMACv2 wipes its enemy block;
+    # agent 1 first: it tags both, agent 0 is granted both and sees enemy 0.
+    assert visible_enemies(env, 0) == first_sees
+    assert visible_enemies(env, 1) == [0, 1]
+
+
+def test_enemies_regenerating_pay_nothing_with_reward_only_positive():
+    env, engine = scripted("protoss", [("stalker", 10, 10)], [("stalker", 25, 10)])
+    engine.units.shield[1] = 70.0
+    env.init_units(engine.units)  # the enemy starts the step with 70 shield
+
+    def regenerate(n, units):
+        units.shield[1] = 71.0
+        return units
+    engine.script = regenerate
+    reward, _, _ = env.step([1])
+    assert reward == 0  # SMACv2 clips at 0; SMAC's absolute value would pay 1 / (max_reward / 20)

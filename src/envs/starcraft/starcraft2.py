@@ -554,8 +554,14 @@ class StarCraft2Env(MultiAgentEnv):
             delta_deaths -= self.reward_death_value * neg_scale * np.count_nonzero(died[:n_ag])
         self._death_tracker |= died
         if self.reward_only_positive:
-            return abs(delta_enemy + delta_deaths)
+            return self._only_positive(delta_enemy + delta_deaths)
         return delta_enemy + delta_deaths - delta_ally
+
+    @staticmethod
+    def _only_positive(reward: float) -> float:
+        """SMAC's reward_only_positive: the absolute value (enemies that regenerate or heal more than they
+        lose in a step pay out too)."""
+        return abs(reward)
 
     # ---- unit-type helpers (SMAC's) -------------------------------------------------------------
     def _max_shield_of_type(self, unit_type: int) -> float:

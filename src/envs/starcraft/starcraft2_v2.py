@@ -351,6 +351,12 @@ class StarCraft2EnvV2(StarCraft2Env):
     def unit_sight_range(self, agent_id: int) -> float:
         return float(self._sight_range[agent_id])
 
+    @staticmethod
+    def _only_positive(reward: float) -> float:
+        """SMACv2's reward_only_positive clips at 0 (SMAC's takes the absolute value), so that enemies
+        regenerating shields or health, or healed, pay nothing."""
+        return max(reward, 0)
+
     def only_medivac_left(self, ally: bool) -> bool:
         """Terran maps end when a side has nothing but Medivacs (SMACv2 compares enemies with the
         stock Medivac id)."""
@@ -441,31 +447,35 @@ class StarCraft2EnvV2(StarCraft2Env):
         return visible
 
     # ---- observations ------------------------------------------------------------------------------------
-    def _tag_enemies(self) -> None:
+    def _tag_enemies(self) -> np.ndarray:
         """SMACv2's observation lottery, agents in random order: an enemy in an agent's sight that no
         agent has tagged yet is tagged by it; each other agent may then observe it with probability
-        prob_obs_enemy (drawn once, kept until the tagger or the enemy dies)."""
+        prob_obs_enemy (drawn once, kept until the tagger or the enemy dies).
+
+        SMACv2 builds each agent's observation at its turn, so an agent sees the lottery as it stands
+        after its own tags, without the draws of agents after it in this step's order -> which
+        enemies each agent may observe in this step's observation, bool [n_agents, n_enemies]."""
         n_ag = self.n_agents
         # [n_agents, n_enemies] (positions of dead enemies: last seen), living agents only
         sees = self._sees()[:, n_ag:] & self._alive[:n_ag, None]
-        order = self._obs_rng.permutation(n_ag)
-        # Only agents that see an untagged enemy now can tag (tags are only ever taken in here).
-        for agent in order[(sees[order] & (self.enemy_tags < 0)).any(axis=1)]:
+        may_observe = np.empty((n_ag, self.n_enemies), dtype=bool)
+        for agent in self._obs_rng.permutation(n_ag):
             for e_id in np.flatnonzero(sees[agent] & (self.enemy_tags < 0)):
                 self.enemy_tags[e_id] = agent
                 draws = self._obs_rng.random(n_ag) < self.prob_obs_enemy  # [n_agents]
                 draws[agent] = True
                 self.obs_enemies[e_id] = np.maximum(self.obs_enemies[e_id], draws)
+            may_observe[agent] = self.obs_enemies[:, agent] > 0
+        return may_observe
 
-    def _enemy_features(self, true_avail: np.ndarray) -> np.ndarray:
+    def _enemy_features(self, true_avail: np.ndarray, may_observe: np.ndarray) -> np.ndarray:
         """[n_agents, n_enemies, nf_en] as SMACv2 builds them, including its quirk (oxwhirl/smacv2 issue
         50): an enemy the agent may not observe wipes the features of every enemy before it (SMACv2
         re-zeroes the whole block); hide_only_unobserved_enemies=True (marlkit's, off by default) hides
-        only that enemy."""
+        only that enemy. may_observe: [n_agents, n_enemies], the lottery as each agent's turn saw it."""
         n_ag, n_en, first = self.n_agents, self.n_enemies, self.n_actions_no_attack
         dist, dx, dy = self._geometry()[:, :, n_ag:]  # each [n_agents, n_enemies]
         sight = self._sight_range[:, None]
-        may_observe = self.obs_enemies.T > 0  # [n_agents, n_enemies]
         alive_e = self._alive[n_ag:][None, :]
         shown = alive_e & (self.fully_observable | (self._sees()[:, n_ag:] & may_observe))
         if not self.hide_only_unobserved_enemies:
@@ -533,12 +543,12 @@ class StarCraft2EnvV2(StarCraft2Env):
         n_ag = self.n_agents
         parts = []
         if self.obs_starcraft:
-            self._tag_enemies()
+            may_observe = self._tag_enemies()  # [n_agents, n_enemies]
             avail = self._avail_matrix()
             parts.append(avail[:, 2:2 + N_ACTIONS_MOVE].astype(np.float64))
             if self._n_surround:
                 parts.append(self._surroundings())
-            parts.append(self._enemy_features(self._true_avail_matrix()).reshape(n_ag, -1))
+            parts.append(self._enemy_features(self._true_avail_matrix(), may_observe).reshape(n_ag, -1))
             parts.append(self._ally_features().reshape(n_ag, -1))
             parts.append(self._own_features())
             parts = [np.concatenate(parts, axis=1) * self._alive[:n_ag, None]]
