@@ -699,7 +699,7 @@ SHORT_OVERRIDES = {"ippo": ["accumulated_episodes=2", "batch_size=2"], "dop": ["
 
 
 def readme_commands() -> list:
-    return test_readme.readme_commands("## Policy-based algorithms")
+    return test_readme.readme_commands("### Policy-based algorithms")
 
 
 def logged_stats(results) -> set:

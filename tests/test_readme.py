@@ -1,9 +1,13 @@
-"""The README's quick-start commands run as written, shortened with a small t_max and small buffers (besides
-t_max, only keys a command does not set itself are added), each into a temporary results folder."""
+"""The README's commands run as written, shortened with a small t_max and small buffers (besides
+t_max, only keys a command does not set itself are added), each into a temporary results folder. The
+algorithm sections' commands run in tests/test_value_algorithms.py and tests/test_policy_algorithms.py;
+the first test here checks that no README command is left out."""
 import json
 import os
 import re
 import shlex
+import subprocess
+import sys
 
 import pytest
 
@@ -21,14 +25,34 @@ def quick_start_commands() -> list:
     return readme_commands("## Quick start")
 
 
-def readme_commands(heading: str) -> list:
-    """The `python src/main.py ...` commands of the first bash block under the README's `heading`,
-    continuation lines joined."""
+def readme() -> str:
     with open(os.path.join(REPO, "README.md")) as f:
-        readme = f.read()
-    section = readme[readme.index(heading):]
-    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1).replace("\\\n", " ")
-    return [line.strip() for line in block.splitlines() if line.strip().startswith("python src/main.py")]
+        return f.read()
+
+
+def bash_commands(block: str, program: str) -> list:
+    """The `python <program> ...` lines of a bash block, continuation lines joined."""
+    return [line.strip() for line in block.replace("\\\n", " ").splitlines()
+            if line.strip().startswith(f"python {program}")]
+
+
+def readme_commands(heading: str, program: str = "src/main.py") -> list:
+    """The `python <program> ...` commands of the first bash block under the README's `heading`."""
+    section = readme()[readme().index(heading):]
+    return bash_commands(re.search(r"```bash\n(.*?)```", section, re.S).group(1), program)
+
+
+# The README sections whose first bash block a test runs, command by command.
+RUN_SECTIONS = ("# marlkit", "## Quick start", "### Value-based algorithms", "### Policy-based algorithms",
+                "## SMACv2 without StarCraft II", "## Sweeps and plots", "## Long runs")
+
+
+def test_every_readme_command_is_run_by_a_test():
+    """A `python src/...` command anywhere in the README lies in a section whose commands are run."""
+    run = {command for heading in RUN_SECTIONS for command in readme_commands(heading, "src/")}
+    written = {command for block in re.findall(r"```bash\n(.*?)```", readme(), re.S)
+               for command in bash_commands(block, "src/")}
+    assert written and written <= run, f"README commands no test runs: {sorted(written - run)}"
 
 
 def shortened(command: str, results: str, saved: str) -> list:
@@ -81,3 +105,35 @@ def test_every_smacv2_command_runs(tmp_path):
         # The engine is in the run's name; the simulator's digest in its log.
         assert f"_{backend}__" in config["unique_token"] and "test_battle_won_mean" in proc.stderr
         assert backend == "sc2" or "SMAC engine: builtin, sources sha256" in proc.stderr
+
+
+def test_the_headline_command_runs_and_the_long_runs_command_resumes_it(tmp_path):
+    """The README's first command (corridor), shortened and saving its models, then the README's
+    resume command with its token."""
+    (headline,) = readme_commands("# marlkit")
+    (command,) = readme_commands("## Long runs")
+    first = run_main(*shortened(headline, str(tmp_path), "")[:-2], "t_max=100", "save_model=True",
+                     f"local_results_path={tmp_path}")
+    assert first.returncode == 0, first.stderr[-3000:]
+    (token,) = os.listdir(tmp_path / "models")
+    saved = str(tmp_path / "models" / token)
+    resumed = run_main(*shortened(command, str(tmp_path), saved))
+    assert resumed.returncode == 0 and "Resumed at t_env" in resumed.stderr, resumed.stderr[-3000:]
+    assert max(int(step) for step in os.listdir(saved)) >= 150  # the same run's folder, carried on
+
+
+def test_the_sweep_and_plot_commands_run(tmp_path):
+    """The README's sweep (every point and seed, each run shortened) and the plot of its results."""
+    (sweep_command,) = readme_commands("## Sweeps and plots", "src/sweep.py")
+    (plot_command,) = readme_commands("## Sweeps and plots", "src/plot.py")
+    argv = shortened(sweep_command, str(tmp_path), "")
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "src", "sweep.py"), *argv], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    runs = os.listdir(tmp_path / "sacred" / "small_stag_hunt")
+    assert sorted(runs) == sorted(f"qmix_eps{eps}_seed{seed}" for eps in (5000, 20000, 50000) for seed in range(3))
+    plot_argv = shlex.split(plot_command.replace("results/", f"{tmp_path}/"))[2:]
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "src", "plot.py"), *plot_argv,
+                           "--out", str(tmp_path / "plot")], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert (tmp_path / "plot.png").exists()

@@ -401,7 +401,7 @@ def short_smac_run(alg: str, results: str, *overrides: str):
 
 
 def readme_commands() -> list:
-    return test_readme.readme_commands("## Value-based algorithms")
+    return test_readme.readme_commands("### Value-based algorithms")
 
 
 def test_the_readme_runs_every_algorithm_on_smac_and_the_matrix_game():
