@@ -18,6 +18,10 @@ metric at each STEP: the test logged at the first t_env >= STEP ('-' if the run 
 Runs are told apart by what their config.json records (unique_token), not by folder names: a run
 resumed into another sacred folder keeps its token, and its newest folder, which starts with the
 curves of the folders before it, gives the values.
+
+--at STEP ... --mean prints one row per map and algorithm instead (the run's name, less the
+`_seed<seed>` that src/sweep.py adds): the mean over its seeds at each STEP, with each seed's value. The runs of a row must differ in nothing but what identifies a run
+(PER_RUN_KEYS): a row that would pool other settings is refused, naming the key.
 """
 import re
 import argparse
@@ -27,11 +31,14 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
 
-from utils.run_index import get_dotted, has_dotted, read_json, run_folders, run_kind  # noqa: E402
+from utils.run_index import flatten, get_dotted, has_dotted, read_json, run_folders, run_kind  # noqa: E402
 
 THRESHOLD = 0.9
 FINAL_TESTS = 5
 METRICS = ("test_battle_won_mean", "test_return_mean")  # the first one a run logged is shown
+# Config keys that tell one run of a setting from another; --mean pools runs that differ only here.
+PER_RUN_KEYS = ("seed", "env_args.seed", "env_seeds", "unique_token", "name", "local_results_path",
+                "checkpoint_path", "resume", "label")
 DIGEST_LINE = re.compile(r"sources sha256 ([0-9a-f]+)")  # run.py's engine log line in cout.txt
 
 
@@ -133,14 +140,64 @@ def print_curves(folders: list[str], at: list[int]) -> None:
         print(line)
 
 
+def setting(config: dict) -> dict:
+    """The run's config without PER_RUN_KEYS, flattened to dotted keys."""
+    flat = flatten(config)
+    return {key: value for key, value in flat.items() if key not in PER_RUN_KEYS}
+
+
+def mean_row(group: list[tuple[dict, dict]], at: list[int]) -> list[str]:
+    """The --mean cells of one map and algorithm: per STEP, the mean over the runs that got there
+    and each run's value in seed order ('-' for one that did not)."""
+    cells = []
+    for step in at:
+        values = [value_at(info[metric], info[f"{metric}_T"], step) if (metric := test_metric(info)) else "-"
+                  for _, info in group]
+        reached = [float(value) for value in values if value != "-"]
+        mean = f"{sum(reached) / len(reached):.2f}" if reached else "-"
+        cells.append(f"{mean} ({', '.join(values)})")
+    return cells
+
+
+def print_means(folders: list[str], at: list[int]) -> None:
+    """The --at --mean table (see the module docstring); raises ValueError for a row that would
+    pool runs of different settings."""
+    groups: dict[tuple[str, str], list[tuple[dict, dict]]] = {}
+    for parts in training_runs(folders).values():
+        config, info = (read_json(os.path.join(parts[-1], name)) for name in ("config.json", "info.json"))
+        where = (get_dotted(config, "env_args.map_name") if has_dotted(config, "env_args.map_name") else None) \
+            or config["env"]
+        algorithm = re.sub(rf"_seed{config.get('seed')}$", "", str(config.get("name")))  # src/sweep.py's run names
+        groups.setdefault((str(where), algorithm), []).append((config, info))
+    rows = []
+    for (where, name), group in sorted(groups.items()):
+        group.sort(key=lambda run: str(run[0].get("seed")))
+        first = setting(group[0][0])
+        for config, _ in group[1:]:
+            other = setting(config)
+            differing = sorted(key for key in first.keys() | other.keys() if first.get(key) != other.get(key))
+            if differing:
+                raise ValueError(f"the {name} runs on {where} differ in {differing[0]} ({first.get(differing[0])!r} "
+                                 f"against {other.get(differing[0])!r}): pass their folders separately")
+        seeds = ", ".join(str(config.get("seed")) for config, _ in group)
+        rows.append(f"| {where} | {name} | {seeds} | {' | '.join(mean_row(group, at))} |")
+    print(f"| map or env | algorithm | seeds | {' | '.join(f'test at t_env {step:,}: mean (per seed)' for step in at)} |")
+    print("|---" * (3 + len(at)) + "|")
+    print("\n".join(rows))
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="+", help="sacred run folders, or folders above them")
     parser.add_argument("--at", nargs="+", type=int, metavar="STEP",
                         help="learning curves: each training run's test metric at these env steps")
+    parser.add_argument("--mean", action="store_true", help="with --at: one row per map and algorithm, "
+                        "the mean over its seeds")
     args = parser.parse_args(argv)
     if args.at and min(args.at) < 0:
         parser.error("--at takes env steps (non-negative integers)")
+    if args.mean and not args.at:
+        parser.error("--mean goes with --at STEP ...")
     try:
         folders = run_folders(args.paths)
     except FileNotFoundError as error:
@@ -150,6 +207,13 @@ def main(argv: list[str]) -> int:
         print(f"results_table.py: error: no sacred run folder (config.json, run.json, info.json) under "
               f"{', '.join(args.paths)}", file=sys.stderr)
         return 1
+    if args.at and args.mean:
+        try:
+            print_means(folders, args.at)
+        except ValueError as error:
+            print(f"results_table.py: error: {error}", file=sys.stderr)
+            return 1
+        return 0
     if args.at:
         print_curves(folders, args.at)
         return 0

@@ -113,3 +113,29 @@ def test_at_shows_the_simulator_digest_a_kept_log_records_and_returns_where_no_w
                     "| terran_5_vs_5 | qmix_env=8_adam_td_lambda | 0 | t1 | - | 0123abcd4567 | test_battle_won_mean | "
                     "0.25 | 60,000 | completed |",
                     "| zerg_5_vs_5 | qmix_env=8_adam_td_lambda | 0 | t3 | - | - | no test yet | - | - | completed |"]
+
+
+def zoo_run(seed: int, **setting) -> dict:
+    """A src/sweep.py run's config.json: its name ends in _seed<seed>."""
+    return {"env": "sc2", "name": f"qatten_seed{seed}", "seed": seed, "unique_token": f"qatten_builtin__x_{seed}",
+            "run_kind": "train", "lr": 0.001, **setting,
+            "env_args": {"map_name": "3m", "backend": "builtin", "seed": seed}}
+
+
+def test_mean_pools_the_seeds_of_one_setting_and_shows_each(tmp_path):
+    write_run(str(tmp_path / "a"), zoo_run(0), curve([0, 50_100, 100_200], [0.0, 0.5, 0.9]))
+    write_run(str(tmp_path / "b"), zoo_run(1), curve([0, 50_100, 100_200], [0.0, 0.25, 0.7]))
+    write_run(str(tmp_path / "c"), zoo_run(2), curve([0, 50_100], [0.0, 0.3]))  # stopped before 100k
+    proc = table(str(tmp_path), "--at", "50000", "100000", "--mean")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[2] == "| 3m | qatten | 0, 1, 2 | 0.35 (0.50, 0.25, 0.30) | 0.80 (0.90, 0.70, -) |"
+
+
+def test_mean_refuses_to_pool_runs_of_different_settings(tmp_path):
+    write_run(str(tmp_path / "a"), zoo_run(0), curve([0, 50_100], [0.0, 0.5]))
+    write_run(str(tmp_path / "b"), zoo_run(1, lr=0.0005), curve([0, 50_100], [0.0, 0.25]))
+    proc = table(str(tmp_path), "--at", "50000", "--mean")
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.strip() == ("results_table.py: error: the qatten runs on 3m differ in lr (0.001 against 0.0005): "
+                                   "pass their folders separately")
+    assert table(str(tmp_path), "--mean").returncode == 2  # --mean needs --at
