@@ -31,7 +31,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
 
-from utils.run_index import flatten, get_dotted, has_dotted, read_json, run_folders, run_kind  # noqa: E402
+from utils.run_index import flatten, read_json, run_folders, run_kind, run_where  # noqa: E402
 
 THRESHOLD = 0.9
 FINAL_TESTS = 5
@@ -120,8 +120,7 @@ def curve_row(token: str, folders: list[str], at: list[int]) -> tuple[tuple, str
     """(sort key, markdown row) of one training run for --at."""
     config, info = (read_json(os.path.join(folders[-1], name)) for name in ("config.json", "info.json"))
     runs = [read_json(os.path.join(folder, "run.json")) for folder in folders]
-    where = get_dotted(config, "env_args.map_name") if has_dotted(config, "env_args.map_name") else None
-    where = where or config["env"]
+    where = run_where(config)
     metric = test_metric(info)
     cells = [value_at(info[metric], info[f"{metric}_T"], step) for step in at] if metric else ["-"] * len(at)
     last = f"{info[f'{metric}_T'][-1]:,}" if metric else "-"
@@ -165,8 +164,7 @@ def print_means(folders: list[str], at: list[int]) -> None:
     groups: dict[tuple[str, str], list[tuple[dict, dict]]] = {}
     for parts in training_runs(folders).values():
         config, info = (read_json(os.path.join(parts[-1], name)) for name in ("config.json", "info.json"))
-        where = (get_dotted(config, "env_args.map_name") if has_dotted(config, "env_args.map_name") else None) \
-            or config["env"]
+        where = run_where(config)
         algorithm = re.sub(rf"_seed{config.get('seed')}$", "", str(config.get("name")))  # src/sweep.py's run names
         groups.setdefault((str(where), algorithm), []).append((config, info))
     rows = []

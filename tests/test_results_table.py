@@ -139,3 +139,32 @@ def test_mean_refuses_to_pool_runs_of_different_settings(tmp_path):
     assert proc.stderr.strip() == ("results_table.py: error: the qatten runs on 3m differ in lr (0.001 against 0.0005): "
                                    "pass their folders separately")
     assert table(str(tmp_path), "--mean").returncode == 2  # --mean needs --at
+
+
+KEEP = os.path.join(REPO, "scripts", "keep_records.py")
+
+
+def keep(source, dest) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, KEEP, str(source), str(dest)], cwd=REPO, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_keep_records_copies_finished_runs_and_tells_runs_apart_by_their_token(tmp_path):
+    sacred, dest = tmp_path / "sacred", tmp_path / "kept"
+    write_run(str(sacred / "3m" / "qatten_seed0" / "1"), zoo_run(0), curve([0, 50_100], [0.0, 0.5]))
+    write_run(str(sacred / "3m" / "qatten_seed1" / "1"), zoo_run(1), curve([0], [0.0]),
+              sacred_run("2026-12-01T10:00:00", "INTERRUPTED", "abc", False))
+    (sacred / "3m" / "qatten_seed0" / "1" / "cout.txt").write_text("log")
+    (sacred / "3m" / "qatten_seed0" / "1" / "model.th").write_text("not a record")
+    proc = keep(sacred, dest)
+    assert proc.returncode == 0, proc.stderr
+    run = dest / "3m" / "qatten_seed0" / "1"
+    assert sorted(os.listdir(run)) == ["config.json", "cout.txt", "info.json", "run.json"]
+    assert "left out (not finished)" in proc.stdout and "qatten_seed1" in proc.stdout
+    assert not (dest / "3m" / "qatten_seed1").exists()
+    # Again: the same run is updated in place; another run under the same name gets the next number.
+    write_run(str(tmp_path / "other" / "3m" / "qatten_seed0" / "1"), {**zoo_run(0), "unique_token": "other"},
+              curve([0], [0.0]))
+    assert keep(sacred, dest).returncode == 0 and keep(tmp_path / "other", dest).returncode == 0
+    assert sorted(os.listdir(dest / "3m" / "qatten_seed0")) == ["1", "2"]
+    assert json.loads((dest / "3m" / "qatten_seed0" / "2" / "config.json").read_text())["unique_token"] == "other"

@@ -54,6 +54,12 @@ def has_dotted(config: dict, dotted: str) -> bool:
     return True
 
 
+def run_where(config: dict) -> str:
+    """What the run played: its map (env_args.map_name) where it has one, else its env."""
+    return str((get_dotted(config, "env_args.map_name") if has_dotted(config, "env_args.map_name") else None)
+               or config["env"])
+
+
 def flatten(config: dict, prefix: str = "") -> dict:
     """{'a.b': value} for nested {'a': {'b': value}} (an empty dict stays a value)."""
     flat = {}
