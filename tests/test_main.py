@@ -143,21 +143,6 @@ def test_smac_run_names_its_engine(tmp_path, monkeypatch):
     assert token.startswith("qmix_env=8_adam_td_lambda_builtin__")
 
 
-@pytest.mark.parametrize("alg, name", [("iql", "iql_env=8_adam"), ("qmix_large", "qmix_large_env=8_adam_td_lambda"),
-                                       ("qmix_high_sample_efficiency", "qmix_env=4_adam_td_lambda")])
-def test_pymarl2_presets_run_on_smac(tmp_path, alg, name, monkeypatch):
-    """The README's commands for PyMARL2's presets, shortened: they train, test and save on 3m."""
-    monkeypatch.setenv("SC2PATH", str(tmp_path / "no_game_here"))
-    proc = run_main(f"--config={alg}", "--env-config=sc2", "with", f"local_results_path={tmp_path}", "t_max=2e2",
-                    "batch_size_run=2", "buffer_size=8", "batch_size=4", "test_interval=100", "test_nepisode=2",
-                    "save_model=True", "use_cuda=False")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    folder = run_dir(str(tmp_path), "3m", name, 1)
-    info, config = read_json(folder, "info.json"), read_json(folder, "config.json")
-    assert config["t_max"] == 200 and len(info["test_battle_won_mean"]) >= 2 and "loss_td" in info
-    assert os.listdir(tmp_path / "models")
-
-
 @pytest.mark.parametrize("flag", ["--help", "-h"])
 def test_help_prints_usage_and_the_configs(flag):
     proc = run_main(flag)

@@ -71,7 +71,14 @@ def test_the_quick_start_has_the_commands_of_pymarl2s_presets_and_stag_hunt():
     assert "--env-config=stag_hunt" in commands and SAVED in commands
 
 
+# The run names PyMARL2's presets give (sacred's results folder, the unique_token's start).
+PRESET_NAMES = {"iql": "iql_env=8_adam", "qmix_large": "qmix_large_env=8_adam_td_lambda",
+                "qmix_high_sample_efficiency": "qmix_env=4_adam_td_lambda"}
+
+
 def test_every_quick_start_command_runs(tmp_path):
+    """Each command, shortened: a training run tests (and on SMAC trains); an
+    evaluation loads the model the command before it saved."""
     saved = ""  # the models folder of the latest run that saved models, for the commands that load one
     for i, command in enumerate(quick_start_commands()):
         if SAVED in command and not saved:
@@ -87,6 +94,14 @@ def test_every_quick_start_command_runs(tmp_path):
             saved = str(results / "models" / config["unique_token"])
         if SAVED in command:
             assert config["run_kind"] == "evaluate" and "Evaluation: " in proc.stderr
+            continue
+        with open(os.path.join(os.path.dirname(config_path), "info.json")) as f:
+            info = json.load(f)
+        assert info["test_return_mean"], command
+        if config["env"] == "sc2":  # (the stag hunt's 200-step episodes fill no training batch by t_max 150)
+            assert "loss_td" in info, command
+        alg = re.search(r"--config=(\w+)", command).group(1)
+        assert config["name"] == PRESET_NAMES.get(alg, config["name"]), command
 
 
 def test_every_smacv2_command_runs(tmp_path):
