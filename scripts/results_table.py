@@ -21,7 +21,8 @@ curves of the folders before it, gives the values.
 
 --at STEP ... --mean prints one row per map and algorithm instead (the run's name, less the
 `_seed<seed>` that src/sweep.py adds): the mean over its seeds at each STEP, with each seed's value. The runs of a row must differ in nothing but what identifies a run
-(PER_RUN_KEYS): a row that would pool other settings is refused, naming the key.
+(PER_RUN_KEYS), and must have played the same simulator sources (where their kept cout.txt names
+them): a row that would pool other settings is refused, naming the key.
 """
 import re
 import argparse
@@ -164,9 +165,10 @@ def print_means(folders: list[str], at: list[int]) -> None:
     groups: dict[tuple[str, str], list[tuple[dict, dict]]] = {}
     for parts in training_runs(folders).values():
         config, info = (read_json(os.path.join(parts[-1], name)) for name in ("config.json", "info.json"))
-        where = run_where(config)
         algorithm = re.sub(rf"_seed{config.get('seed')}$", "", str(config.get("name")))  # src/sweep.py's run names
-        groups.setdefault((str(where), algorithm), []).append((config, info))
+        # The simulator the run played on counts as a setting (its kept log names it).
+        config = {**config, "simulator sources": simulator_digests(parts)}
+        groups.setdefault((run_where(config), algorithm), []).append((config, info))
     rows = []
     for (where, name), group in sorted(groups.items()):
         group.sort(key=lambda run: str(run[0].get("seed")))

@@ -2,7 +2,7 @@
 # The zoo on SMAC's 3m: every --config that trains on SMAC, 3 seeds, 200k env steps (t_max 205,000 so
 # that the test at 200k is logged), each preset unchanged but t_max, on the built-in simulator. Each
 # config is one src/sweep.py sweep (seeds 0, 1, 2 one after another); two sweeps run at a time, one
-# per core, each run's training step on one thread. Run it again to go on: finished runs are skipped,
+# per core (JOBS=1 for one), each run's training step on one thread. Run it again to go on: finished runs are skipped,
 # interrupted ones resumed (src/sweep.py).
 #
 #   bash scripts/zoo.sh RESULTS_FOLDER [CONFIG ...]      # default: every config below
@@ -20,7 +20,7 @@ if [ ${#configs[@]} -eq 0 ]; then
              qmix_decrease_eps_time)
 fi
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
-printf '%s\n' "${configs[@]}" | xargs -P 2 -I{} sh -c \
+printf '%s\n' "${configs[@]}" | xargs -P "${JOBS:-2}" -I{} sh -c \
     'python src/sweep.py --config={} --env-config=sc2 --seeds 3 --max-parallel 1 \
          with env_args.map_name=3m t_max=205000 learner_threads=1 local_results_path="$0" > "$0/zoo_{}.log" 2>&1 \
      && echo "{}: done" || echo "{}: failed (see $0/zoo_{}.log)"' "$results"

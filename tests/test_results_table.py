@@ -168,3 +168,11 @@ def test_keep_records_copies_finished_runs_and_tells_runs_apart_by_their_token(t
     assert keep(sacred, dest).returncode == 0 and keep(tmp_path / "other", dest).returncode == 0
     assert sorted(os.listdir(dest / "3m" / "qatten_seed0")) == ["1", "2"]
     assert json.loads((dest / "3m" / "qatten_seed0" / "2" / "config.json").read_text())["unique_token"] == "other"
+
+
+def test_mean_refuses_to_pool_runs_of_different_simulator_sources(tmp_path):
+    for seed, digest in ((0, "aaaa11112222"), (1, "bbbb33334444")):
+        write_run(str(tmp_path / str(seed)), zoo_run(seed), curve([0, 50_100], [0.0, 0.5]))
+        (tmp_path / str(seed) / "cout.txt").write_text(f"SMAC engine: builtin, sources sha256 {digest}\n")
+    proc = table(str(tmp_path), "--at", "50000", "--mean")
+    assert proc.returncode == 1 and "differ in simulator sources ('aaaa11112222' against 'bbbb33334444')" in proc.stderr
