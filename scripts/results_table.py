@@ -20,9 +20,10 @@ resumed into another sacred folder keeps its token, and its newest folder, which
 curves of the folders before it, gives the values.
 
 --at STEP ... --mean prints one row per map and algorithm instead (the run's name, less the
-`_seed<seed>` that src/sweep.py adds): the mean over its seeds at each STEP, with each seed's value. The runs of a row must differ in nothing but what identifies a run
-(PER_RUN_KEYS), and must have played the same simulator sources (where their kept cout.txt names
-them): a row that would pool other settings is refused, naming the key.
+`_seed<seed>` that src/sweep.py adds): the mean over its seeds at each STEP, with each seed's value.
+The runs of a row must differ in nothing but what identifies a run (PER_RUN_KEYS), and must have
+played the same simulator sources (where their kept cout.txt names them): a row that would pool
+other settings is refused, naming the key.
 """
 import re
 import argparse
@@ -63,7 +64,7 @@ def test_metric(info: dict) -> str | None:
 def row(run_dir: str) -> str:
     config, run, info = (read_json(os.path.join(run_dir, name)) for name in ("config.json", "run.json", "info.json"))
     env_args = config.get("env_args", {})
-    where = " | ".join([env_args.get("map_name") or config["env"], env_args.get("backend", "-"),
+    where = " | ".join([run_where(config), env_args.get("backend", "-"),
                         config.get("train_precision", "float32")])
     head = f"| {run_dir} | {run_kind(config)} | {where}"
     metric = test_metric(info)

@@ -38,7 +38,8 @@ def bash_commands(block: str, program: str) -> list:
 
 def readme_commands(heading: str, program: str = "src/main.py") -> list:
     """The `python <program> ...` commands of the first bash block under the README's `heading`."""
-    section = readme()[readme().index(heading):]
+    text = readme()
+    section = text[text.index(heading):]
     return bash_commands(re.search(r"```bash\n(.*?)```", section, re.S).group(1), program)
 
 
@@ -127,8 +128,7 @@ def test_the_headline_command_runs_and_the_long_runs_command_resumes_it(tmp_path
     resume command with its token."""
     (headline,) = readme_commands("# marlkit")
     (command,) = readme_commands("## Long runs")
-    first = run_main(*shortened(headline, str(tmp_path), "")[:-2], "t_max=100", "save_model=True",
-                     f"local_results_path={tmp_path}")
+    first = run_main(*shortened(headline, str(tmp_path), ""), "t_max=100", "save_model=True")
     assert first.returncode == 0, first.stderr[-3000:]
     (token,) = os.listdir(tmp_path / "models")
     saved = str(tmp_path / "models" / token)
