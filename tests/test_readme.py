@@ -125,10 +125,11 @@ def test_every_smacv2_command_runs(tmp_path):
 
 def test_the_headline_command_runs_and_the_long_runs_command_resumes_it(tmp_path):
     """The README's first command (corridor), shortened and saving its models, then the README's
-    resume command with its token."""
+    resume command with its token. The first run is a new `python src/main.py` process, as a user
+    starts it; the suite's other runs go through tests/main_server.py."""
     (headline,) = readme_commands("# marlkit")
     (command,) = readme_commands("## Long runs")
-    first = run_main(*shortened(headline, str(tmp_path), ""), "t_max=100", "save_model=True")
+    first = run_main(*shortened(headline, str(tmp_path), ""), "t_max=100", "save_model=True", fresh=True)
     assert first.returncode == 0, first.stderr[-3000:]
     (token,) = os.listdir(tmp_path / "models")
     saved = str(tmp_path / "models" / token)

@@ -1,0 +1,108 @@
+"""A server that runs `python src/main.py ARGV...` for the tests without paying Python's start-up each
+time: it imports what main.py imports (torch, torch._dynamo, sacred, the src packages) and loads the
+built-in simulator's compiled loops once, then forks one child per request, and the child executes
+src/main.py afresh as `__main__` with the request's argv, environment and working directory, its stdout
+and stderr in the files named, and exits as `python src/main.py` would. That start-up is about 4 s of
+CPU per run (torch 1.5 s, torch._dynamo, which the first torch optimiser imports, 1.4 s, the compiled
+loops 1 s); the suite starts main.py some 70 times on 2 cores.
+
+Forking after these imports is safe: they start no threads (torch's thread pools start at the first
+parallel op, in the child). What the child cannot see is an environment variable a library reads when
+it is imported (torch's OMP_NUM_THREADS, Numba's settings): the server starts with the tests' own
+(tests/main_runs.py), and tests that need another, or a real process tree, start main.py themselves.
+
+Protocol, one JSON line each way on stdin/stdout: {"argv", "env", "cwd", "stdout", "stderr",
+"timeout"} -> {"returncode"} (None when the run outlived its timeout and was killed)."""
+import atexit
+import gc
+import json
+import os
+import runpy
+import signal
+import sys
+import time
+import traceback
+
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+MAIN = os.path.join(SRC, "main.py")
+
+
+def preload() -> None:
+    """Import main.py's modules (then forget main itself, which each child executes anew) and load the
+    compiled loops, as a run of main.py would."""
+    sys.path[0] = SRC  # as `python src/main.py` sets it
+    import torch._dynamo  # noqa: F401  (imported by torch.optim's first optimiser)
+
+    import main  # noqa: F401
+    from envs.starcraft.backend import compile_builtin_loops
+
+    del sys.modules["main"]
+    compile_builtin_loops()
+    gc.freeze()  # the children's garbage collections then leave the inherited objects (and pages) alone
+
+
+def run_child(request: dict) -> None:
+    """In the forked child: become `python src/main.py ARGV`, then exit as that process would, its
+    atexit handlers run, but without tearing down every module: in a forked child that teardown
+    touches, and so copies, the whole inherited heap (3 s)."""
+    os.setpgid(0, 0)  # its own process group, so that a timeout kills the run and its workers
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.stdin.close()  # the server's requests
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    sys.stdin = os.fdopen(0)
+    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+        out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(out, fd)
+        os.close(out)
+    sys.argv = [MAIN, *request["argv"]]
+    try:
+        runpy.run_path(MAIN, run_name="__main__")
+        code = 0
+    except SystemExit as stop:
+        code = stop.code
+    except BaseException:  # noqa: B036  (as the interpreter reports an uncaught exception)
+        traceback.print_exc()
+        code = 1
+    if not isinstance(code, int):  # sys.exit("message") prints the message and exits with 1
+        if code is not None:
+            print(code, file=sys.stderr)
+        code = 0 if code is None else 1
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def wait(pid: int, timeout: float):
+    """The child's exit code (negative: killed by that signal), or None once it ran past timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.waitpid(pid, 0)
+            return None
+        time.sleep(0.02)
+
+
+def serve() -> None:
+    preload()
+    requests, replies = sys.stdin, sys.stdout
+    for line in requests:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            run_child(request)
+        replies.write(json.dumps({"returncode": wait(pid, request["timeout"])}) + "\n")
+        replies.flush()
+
+
+if __name__ == "__main__":
+    serve()
