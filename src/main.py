@@ -32,6 +32,7 @@ with warnings.catch_warnings():
 
 from envs import REGISTRY as env_REGISTRY  # noqa: E402
 from envs import STARCRAFT_ENVS  # noqa: E402
+from envs.gymma import REWARD_SCALARISATIONS  # noqa: E402
 from envs.starcraft.backend import select_backend  # noqa: E402
 from envs.starcraft.distributions import CAPABILITY_KEYS, DISTRIBUTION_CONFIG_KEYS, check_capability_config  # noqa: E402
 from envs.starcraft.maps import gen_map_of, get_map_params  # noqa: E402
@@ -100,6 +101,8 @@ def complete_config(config: dict, command_name: str, logger) -> dict:
                "train_precision": training_precision(config, logger), "run_kind": run_kind(config)}
     if config["env"] in STARCRAFT_ENVS:
         updates["env_args"].update(smac_settings(config))
+    if config["env"] == "gymma":
+        updates["env_args"].update(gymma_settings(config))
     updates["unique_token"] = unique_token(recursive_dict_update(copy.deepcopy(config), copy.deepcopy(updates)))
     if config["env"] in STARCRAFT_ENVS and config["save_replay"]:
         updates["env_args"]["replay_prefix"] = config["env_args"].get("replay_prefix") or updates["unique_token"]
@@ -125,6 +128,17 @@ def training_precision(config: dict, log) -> str:
     if requested == "auto":
         log.info(f"train_precision=auto resolves to {precision} ({why})")
     return precision
+
+
+def gymma_settings(config: dict) -> dict:
+    """The reward settings EPyMARL hands its gymma envs; the task is built once here so that a wrong
+    key or env argument is one line before any worker starts."""
+    settings = {"common_reward": config["common_reward"], "reward_scalarisation": config["reward_scalarisation"]}
+    try:
+        env_REGISTRY["gymma"](**dict(config["env_args"], **settings)).close()
+    except (ValueError, TypeError) as error:
+        raise InputError(str(error)) from error
+    return settings
 
 
 def smac_settings(config: dict) -> dict:
@@ -187,6 +201,12 @@ def check_settings(config: dict) -> None:
     if config["learner_threads"] < 0 or (config["learner_threads"] and config["tune_learner_threads"]):
         raise InputError(f"learner_threads={config['learner_threads']} must be 0 (torch's count, or tuned with "
                          f"tune_learner_threads=True) or a thread count")
+    if not config["common_reward"]:
+        raise InputError("common_reward=False (a reward per agent) is not supported yet: marlkit's learners train "
+                         "on one team reward; leave common_reward=True")
+    if config["reward_scalarisation"] not in REWARD_SCALARISATIONS:
+        raise InputError(f"reward_scalarisation={config['reward_scalarisation']!r}; choose one of: "
+                         f"{', '.join(REWARD_SCALARISATIONS)}")
     if config.get("resume") and not config["checkpoint_path"]:
         raise InputError("resume=True needs checkpoint_path=<local_results_path>/models/<unique_token>")
     if config.get("resume") and config["evaluate"]:
@@ -376,10 +396,12 @@ def check_writable(folder: str) -> None:
 
 
 def observer_dir(config: dict, updates: dict) -> str:
-    """<local_results_path>/sacred/<map name, or env name without one>/<name>, honouring `with` overrides;
+    """<local_results_path>/sacred/<map name, gymma's env id, or the env name>/<name>, honouring `with` overrides;
     evaluation runs go to its eval/ sub-folder, so that they never sit among the training runs."""
     effective = recursive_dict_update(copy.deepcopy(config), updates)
-    group = effective.get("env_args", {}).get("map_name") or effective["env"]
+    env_args = effective.get("env_args", {})
+    # gymma's key "package:EnvId" names the task: its id is the folder
+    group = env_args.get("map_name") or str(env_args.get("key") or "").split(":")[-1] or effective["env"]
     folder = join(results_path(effective["local_results_path"]), "sacred", str(group), str(effective["name"]))
     return join(folder, "eval") if run_kind(effective) == "evaluate" else folder
 

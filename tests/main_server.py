@@ -15,6 +15,7 @@ Protocol, one JSON line each way on stdin/stdout: {"argv", "env", "cwd", "stdout
 "timeout"} -> {"returncode"} (None when the run outlived its timeout and was killed)."""
 import atexit
 import gc
+import importlib
 import json
 import os
 import runpy
@@ -31,12 +32,11 @@ def preload() -> None:
     """Import main.py's modules (then forget main itself, which each child executes anew) and load the
     compiled loops, as a run of main.py would."""
     sys.path[0] = SRC  # as `python src/main.py` sets it
-    import torch._dynamo  # noqa: F401  (imported by torch.optim's first optimiser)
-
-    import main  # noqa: F401
+    importlib.import_module("torch._dynamo")  # what torch.optim's first optimiser imports
+    importlib.import_module("main")
+    del sys.modules["main"]
     from envs.starcraft.backend import compile_builtin_loops
 
-    del sys.modules["main"]
     compile_builtin_loops()
     gc.freeze()  # the children's garbage collections then leave the inherited objects (and pages) alone
 

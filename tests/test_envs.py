@@ -41,13 +41,14 @@ def run_episode(env, policy) -> float:
 
 
 # ---- registry ------------------------------------------------------------------------------------
-def test_registry_holds_pymarl2_names_and_smacv2s():
+def test_registry_holds_pymarl2_names_smacv2s_and_epymarls():
     assert set(REGISTRY) == {"sc2", "one_step_matrix_game", "stag_hunt", "small_stag_hunt", "null",
-                             "sc2wrapped", "sc2v2"}  # SMACv2's configs' name and EPyMARL's
+                             "sc2wrapped", "sc2v2",  # SMACv2's configs' name and EPyMARL's
+                             "gymma"}  # EPyMARL's Gymnasium / PettingZoo door
 
 
 def test_make_env_unknown_name_lists_known_names():
-    known = "null, one_step_matrix_game, sc2, sc2v2, sc2wrapped, small_stag_hunt, stag_hunt"
+    known = "gymma, null, one_step_matrix_game, sc2, sc2v2, sc2wrapped, small_stag_hunt, stag_hunt"
     with pytest.raises(ValueError, match=f"unknown env 'foo'; known envs: {known}"):
         make_env("foo")
 

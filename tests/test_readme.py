@@ -45,7 +45,8 @@ def readme_commands(heading: str, program: str = "src/main.py") -> list:
 
 # The README sections whose first bash block a test runs, command by command.
 RUN_SECTIONS = ("# marlkit", "## Quick start", "### Value-based algorithms", "### Policy-based algorithms",
-                "## SMACv2 without StarCraft II", "## Sweeps and plots", "## Long runs")
+                "### Gymnasium and PettingZoo tasks", "## SMACv2 without StarCraft II", "## Sweeps and plots",
+                "## Long runs")
 
 
 def test_every_readme_command_is_run_by_a_test():
@@ -103,6 +104,15 @@ def test_every_quick_start_command_runs(tmp_path):
             assert "loss_td" in info, command
         alg = re.search(r"--config=(\w+)", command).group(1)
         assert config["name"] == PRESET_NAMES.get(alg, config["name"]), command
+
+
+def test_every_gymnasium_and_pettingzoo_command_runs(tmp_path):
+    commands = readme_commands("### Gymnasium and PettingZoo tasks")
+    assert {re.search(r'key="?([a-z]+)', c).group(1) for c in commands} == {"lbforaging", "rware", "pz"}
+    for i, command in enumerate(commands):
+        proc = run_main(*shortened(command, str(tmp_path / str(i)), ""))
+        assert proc.returncode == 0, f"{command}\n{proc.stderr[-3000:]}"
+        assert "test_return_mean" in proc.stderr
 
 
 def test_every_smacv2_command_runs(tmp_path):

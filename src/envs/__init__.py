@@ -8,6 +8,13 @@ from envs.small_stag_hunt import SmallStagHunt
 from envs.stag_hunt import StagHunt
 
 
+def _make_gymma(**env_args) -> MultiAgentEnv:
+    # Imported on use: gymnasium and the task packages are not needed by the other envs.
+    from envs.gymma import GymmaEnv
+
+    return GymmaEnv(**env_args)
+
+
 def _make_sc2(**env_args) -> MultiAgentEnv:
     # Imported on use: the SMAC simulator pulls in far more than the small test environments.
     from envs.starcraft.starcraft2 import StarCraft2Env
@@ -29,6 +36,7 @@ REGISTRY: dict[str, Callable[..., MultiAgentEnv]] = {
     "one_step_matrix_game": OneStepMatrixGame,
     "stag_hunt": StagHunt,  # PyMARL2's stag hunt
     "small_stag_hunt": SmallStagHunt,  # marlkit's small 5x5 stag hunt, for quick learning checks
+    "gymma": _make_gymma,  # any Gymnasium / PettingZoo multi-agent task (EPyMARL's env_args.key)
     "null": NullEnv,  # zero-cost env with SMAC shapes, for benchmarks
 }
 

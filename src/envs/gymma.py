@@ -1,0 +1,269 @@
+"""`gymma`: any Gymnasium or PettingZoo multi-agent task behind the MultiAgentEnv interface, with
+EPyMARL's env_args (`key`, `time_limit`, `pretrained_wrapper`, `seed`) and reward settings.
+
+    python src/main.py --config=qmix --env-config=gymma with env_args.time_limit=50 \
+        env_args.key="lbforaging:Foraging-8x8-2p-3f-v3"
+
+`key` is a Gymnasium id, "package:EnvId" importing the package that registers it (lbforaging, rware),
+or "pz-<family>-<env-name>" for a PettingZoo parallel env as EPyMARL names them
+("pz-mpe-simple-spread-v3"; the MPE family comes from the maintained `mpe2` package). Other env_args
+go to the env's constructor. As in EPyMARL's gymma wrapper:
+- each agent's observation is flattened and zero-padded to the longest one; the state is all agents'
+  padded observations joined, agent 0 first;
+- an agent's actions are those of its own Discrete space, the rest of the longest space unavailable
+  (and, where the env reports an "action_mask" for an agent in its info, only those it allows);
+- the env is seeded once, when it is built (its RNG then runs on across resets);
+- the episode is cut at `time_limit` steps (info["episode_limit"]: the learner bootstraps there),
+  or earlier where the env ends it itself;
+- the agents' rewards are summed or averaged into the team's (common_reward, reward_scalarisation);
+  per-agent rewards (common_reward=False) are not supported yet.
+"""
+import difflib
+import importlib
+import pkgutil
+from typing import Any
+
+import numpy as np
+
+from envs.multiagentenv import MultiAgentEnv
+
+PETTINGZOO_PREFIX = "pz-"
+# PettingZoo families that moved to their own package (PettingZoo >= 1.25 raises on pettingzoo.mpe).
+PETTINGZOO_MOVED = {"mpe": "mpe2"}
+REWARD_SCALARISATIONS = ("sum", "mean")
+
+
+class GymmaError(ValueError):
+    """A gymma env_arg that names no env, or one this wrapper cannot play."""
+
+
+def _gymnasium():
+    """gymnasium, imported on use: the other envs do not need it."""
+    import gymnasium
+
+    return gymnasium
+
+
+class _GymTask:
+    """A Gymnasium multi-agent env: tuple spaces, one entry per agent; list rewards."""
+
+    def __init__(self, key: str, kwargs: dict) -> None:
+        gym = _gymnasium()
+        try:
+            self.env = gym.make(key, **kwargs)
+        except ModuleNotFoundError as error:
+            raise GymmaError(_missing_package_message(key, error)) from None
+        except gym.error.Error as error:
+            raise GymmaError(_unknown_key_message(key, error)) from None
+        self.observation_spaces = list(self.env.observation_space)
+        self.action_spaces = list(self.env.action_space)
+
+    def seed(self, seed: int) -> None:
+        unwrapped = self.env.unwrapped
+        if callable(getattr(unwrapped, "seed", None)):
+            unwrapped.seed(seed)
+        else:
+            self.env.reset(seed=seed)
+
+    def reset(self) -> tuple[list, dict]:
+        observations, info = self.env.reset()
+        return list(observations), info
+
+    def step(self, actions: list[int]) -> tuple[list, list, bool, bool, dict]:
+        observations, rewards, terminated, truncated, info = self.env.step(actions)
+        rewards = list(rewards) if np.ndim(rewards) else [rewards]
+        return list(observations), rewards, bool(np.all(terminated)), bool(np.all(truncated)), info
+
+    def action_masks(self, info: dict) -> list | None:
+        return info.get("action_mask")
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class _PettingZooTask:
+    """A PettingZoo parallel env: dict spaces, observations and rewards by agent name. Agents the env
+    has retired keep their last observation and receive reward 0."""
+
+    def __init__(self, key: str, kwargs: dict) -> None:
+        package, name = _pettingzoo_module(key)
+        try:
+            module = importlib.import_module(f"{package}.{name}")
+        except ModuleNotFoundError as error:
+            if error.name and not f"{package}.{name}".startswith(error.name):
+                raise GymmaError(_missing_package_message(key, error)) from None
+            raise GymmaError(_unknown_key_message(key, error, _pettingzoo_keys(key, package))) from None
+        self.env = module.parallel_env(**kwargs)
+        self.agents = list(self.env.possible_agents)
+        self.observation_spaces = [self.env.observation_space(agent) for agent in self.agents]
+        self.action_spaces = [self.env.action_space(agent) for agent in self.agents]
+        self.last_observations: dict = {}
+        self.next_seed = None
+
+    def seed(self, seed: int) -> None:
+        self.next_seed = seed  # PettingZoo envs take their seed with reset()
+
+    def reset(self) -> tuple[list, dict]:
+        observations, infos = self.env.reset(seed=self.next_seed)
+        self.next_seed = None
+        self.last_observations = dict(observations)
+        return [observations[agent] for agent in self.agents], infos
+
+    def step(self, actions: list[int]) -> tuple[list, list, bool, bool, dict]:
+        live = set(self.env.agents)
+        observations, rewards, terminated, truncated, infos = self.env.step(
+            {agent: action for agent, action in zip(self.agents, actions) if agent in live})
+        self.last_observations.update(observations)
+        done = all(terminated.get(agent, True) for agent in self.agents)
+        cut = all(terminated.get(agent, True) or truncated.get(agent, True) for agent in self.agents)
+        return ([self.last_observations[agent] for agent in self.agents],
+                [float(rewards.get(agent, 0.0)) for agent in self.agents], done, cut and not done, infos)
+
+    def action_masks(self, infos: dict) -> list | None:
+        masks = [infos.get(agent, {}).get("action_mask") for agent in self.agents]
+        return None if all(mask is None for mask in masks) else masks
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def _pettingzoo_module(key: str) -> tuple[str, str]:
+    """("mpe2", "simple_spread_v3") for "pz-mpe-simple-spread-v3": EPyMARL's names for PettingZoo's
+    <family>.<env module>, the family's package being where it lives now."""
+    family, _, env_name = key[len(PETTINGZOO_PREFIX):].partition("-")
+    if not family or not env_name:
+        raise GymmaError(f"env_args.key={key!r}: a PettingZoo key reads pz-<family>-<env-name>, e.g. "
+                         f"pz-mpe-simple-spread-v3")
+    return PETTINGZOO_MOVED.get(family, f"pettingzoo.{family}"), env_name.replace("-", "_")
+
+
+def _pettingzoo_keys(key: str, package: str) -> list[str]:
+    """The pz- keys of the envs in `package` (none when it is not installed)."""
+    try:
+        path = importlib.import_module(package).__path__
+    except ModuleNotFoundError:
+        return []
+    family = key[len(PETTINGZOO_PREFIX):].partition("-")[0]
+    return [f"{PETTINGZOO_PREFIX}{family}-{module.name.replace('_', '-')}" for module in pkgutil.iter_modules(path)
+            if module.name[-1].isdigit()]
+
+
+def _missing_package_message(key: str, error: ModuleNotFoundError) -> str:
+    package = error.name or key.partition(":")[0]  # gymnasium names no module when the key's package is absent
+    return f"env_args.key={key!r} needs the package {package!r}, which is not installed (pip install {package})"
+
+
+def _unknown_key_message(key: str, error: Exception, known: list[str] | None = None) -> str:
+    """One line: what is wrong with `key`, with the ids closest to it (the Gymnasium registry's unless
+    `known` is given)."""
+    known = list(_gymnasium().registry) if known is None else known
+    close = difflib.get_close_matches(key.split(":")[-1], known, n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return f"env_args.key={key!r} names no env ({str(error).splitlines()[0]}){hint}"
+
+
+def _flat_size(space) -> int:
+    return int(_gymnasium().spaces.flatdim(space))
+
+
+def _action_count(space) -> int:
+    if not hasattr(space, "n"):
+        raise GymmaError(f"gymma plays agents with Discrete action spaces, not {space}")
+    return int(space.n)
+
+
+class GymmaEnv(MultiAgentEnv):
+    """A Gymnasium or PettingZoo multi-agent task with EPyMARL's gymma semantics (module docstring)."""
+
+    def __init__(self, key: str | None = None, time_limit: int = 100, pretrained_wrapper: str | None = None,
+                 seed: int | None = None, common_reward: bool = True, reward_scalarisation: str = "sum",
+                 **kwargs: Any) -> None:
+        if not key:
+            raise GymmaError("gymma needs env_args.key: a Gymnasium id such as "
+                             "\"lbforaging:Foraging-8x8-2p-3f-v3\", or a PettingZoo one such as pz-mpe-simple-spread-v3")
+        if pretrained_wrapper:
+            raise GymmaError(f"env_args.pretrained_wrapper={pretrained_wrapper!r} is not available in marlkit yet "
+                             f"(EPyMARL's pretrained MPE adversaries); leave it null")
+        if not common_reward:
+            raise GymmaError("common_reward=False: marlkit's learners take one team reward so far; per-agent "
+                             "rewards are not supported yet")
+        if reward_scalarisation not in REWARD_SCALARISATIONS:
+            raise GymmaError(f"reward_scalarisation={reward_scalarisation!r}; choose one of: "
+                             f"{', '.join(REWARD_SCALARISATIONS)}")
+        if int(time_limit) < 1:
+            raise GymmaError(f"env_args.time_limit={time_limit} must be at least 1")
+        task_type = _PettingZooTask if key.startswith(PETTINGZOO_PREFIX) else _GymTask
+        self.task = task_type(key, kwargs)
+        self.key = key
+        self.n_agents = len(self.task.action_spaces)
+        self.episode_limit = int(time_limit)
+        self.reward_scalarisation = reward_scalarisation
+        self.agent_actions = [_action_count(space) for space in self.task.action_spaces]  # [agents]
+        self.n_actions = max(self.agent_actions)
+        self.obs_size = max(_flat_size(space) for space in self.task.observation_spaces)
+        self.steps = 0
+        self.observations = np.zeros((self.n_agents, self.obs_size), dtype=np.float32)  # [agents, obs]
+        self.avail = self._unmasked_actions()  # [agents, actions]
+        if seed is not None:
+            self.task.seed(int(seed))
+
+    def _unmasked_actions(self) -> np.ndarray:
+        """[agents, actions] 0/1: each agent's own actions, the padding unavailable."""
+        avail = np.zeros((self.n_agents, self.n_actions), dtype=np.int64)
+        for agent_id, count in enumerate(self.agent_actions):
+            avail[agent_id, :count] = 1
+        return avail
+
+    def _observe(self, observations: list, info: dict) -> None:
+        spaces = _gymnasium().spaces
+        self.observations[:] = 0.0
+        for agent_id, (space, observation) in enumerate(zip(self.task.observation_spaces, observations)):
+            flat = spaces.flatten(space, observation)
+            self.observations[agent_id, :flat.shape[0]] = flat
+        self.avail = self._unmasked_actions()
+        masks = self.task.action_masks(info)
+        if masks is not None:
+            for agent_id, mask in enumerate(masks):
+                if mask is not None:
+                    self.avail[agent_id, :len(mask)] &= np.asarray(mask, dtype=np.int64)
+
+    def reset(self) -> tuple[list[np.ndarray], np.ndarray]:
+        self.steps = 0
+        self._observe(*self.task.reset())
+        return self.get_obs(), self.get_state()
+
+    def step(self, actions) -> tuple[float, bool, dict]:
+        actions = self._checked_actions(actions)
+        observations, rewards, terminated, truncated, info = self.task.step(actions)
+        self.steps += 1
+        self._observe(observations, info)
+        cut = not terminated and (truncated or self.steps >= self.episode_limit)
+        return self._reward(rewards), terminated or cut, {"episode_limit": cut} if cut else {}
+
+    def _reward(self, rewards: list) -> float:
+        total = float(np.sum(rewards))
+        return total / len(rewards) if self.reward_scalarisation == "mean" else total
+
+    def get_obs_agent(self, agent_id: int) -> np.ndarray:
+        return self.observations[agent_id].copy()
+
+    def get_obs_size(self) -> int:
+        return self.obs_size
+
+    def get_state(self) -> np.ndarray:
+        return self.observations.reshape(-1).copy()  # [agents * obs]
+
+    def get_state_size(self) -> int:
+        return self.n_agents * self.obs_size
+
+    def get_avail_agent_actions(self, agent_id: int) -> np.ndarray:
+        return self.avail[agent_id].copy()
+
+    def get_total_actions(self) -> int:
+        return self.n_actions
+
+    def seed(self) -> int | None:
+        return None  # seeded once when built (env_args.seed)
+
+    def close(self) -> None:
+        self.task.close()

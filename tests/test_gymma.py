@@ -1,0 +1,128 @@
+"""gymma: Gymnasium (LBF, RWARE) and PettingZoo (MPE) tasks with the real packages, as EPyMARL's wrapper
+plays them, and the command lines of the README's environments section."""
+import numpy as np
+import pytest
+
+from envs.gymma import GymmaEnv, GymmaError
+from main_runs import read_json, run_dir, run_main
+
+LBF = "lbforaging:Foraging-8x8-2p-3f-v3"
+RWARE = "rware:rware-tiny-2ag-v2"
+SPREAD = "pz-mpe-simple-spread-v3"
+ADVERSARY = "pz-mpe-simple-adversary-v3"
+
+
+def play(env: GymmaEnv, steps: int) -> list:
+    """(observations, state, avail, reward, terminated, info) of `steps` steps of random available actions."""
+    rng = np.random.default_rng(0)
+    env.reset()
+    trace = []
+    for _ in range(steps):
+        actions = [int(rng.choice(np.flatnonzero(env.get_avail_agent_actions(a)))) for a in range(env.n_agents)]
+        reward, terminated, info = env.step(actions)
+        trace.append((np.stack(env.get_obs()), env.get_state(), np.stack(env.get_avail_actions()), reward,
+                      terminated, info))
+        if terminated:
+            env.reset()
+    return trace
+
+
+@pytest.mark.parametrize("key, info", [
+    (LBF, {"state_shape": 30, "obs_shape": 15, "n_actions": 6, "n_agents": 2, "episode_limit": 50}),
+    (RWARE, {"state_shape": 142, "obs_shape": 71, "n_actions": 5, "n_agents": 2, "episode_limit": 50}),
+    (SPREAD, {"state_shape": 54, "obs_shape": 18, "n_actions": 5, "n_agents": 3, "episode_limit": 50}),
+])
+def test_each_family_gives_smac_shaped_env_info(key, info):
+    env = GymmaEnv(key=key, time_limit=50, seed=1)
+    assert env.get_env_info() == info
+    observations, state = env.reset()
+    assert len(observations) == info["n_agents"] and observations[0].dtype == np.float32
+    # The state is the agents' observations joined, agent 0 first (EPyMARL's gymma).
+    np.testing.assert_array_equal(state, np.concatenate(observations))
+    env.close()
+
+
+def test_observations_of_different_sizes_are_zero_padded():
+    """simple_adversary: the adversary sees 8 numbers, the good agents 10."""
+    env = GymmaEnv(key=ADVERSARY, time_limit=25, seed=1)
+    observations, _ = env.reset()
+    assert env.get_obs_size() == 10 and env.get_state_size() == 30
+    assert observations[0][8:].tolist() == [0.0, 0.0] and np.any(observations[1][8:] != 0)
+
+
+def test_the_same_seed_plays_the_same_episodes():
+    first, second = (play(GymmaEnv(key=LBF, time_limit=50, seed=3), 120) for _ in range(2))
+    other = play(GymmaEnv(key=LBF, time_limit=50, seed=4), 120)
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a[0], b[0])
+        assert a[3:] == b[3:]
+    assert any(not np.array_equal(a[0], b[0]) for a, b in zip(first, other))
+
+
+def test_the_time_limit_cuts_the_episode_and_the_learner_is_told():
+    trace = play(GymmaEnv(key=SPREAD, time_limit=7, seed=0), 7)
+    assert [step[4] for step in trace] == [False] * 6 + [True]
+    assert trace[-1][5] == {"episode_limit": True}
+
+
+def test_an_episode_the_env_ends_itself_is_terminal():
+    """LBF ends its episodes after its own 50 steps as terminated (not truncated): no bootstrap."""
+    trace = play(GymmaEnv(key=LBF, time_limit=100, seed=0), 50)
+    ends = [i for i, step in enumerate(trace) if step[4]]
+    assert ends and all(trace[i][5] == {} for i in ends)
+
+
+def test_rewards_are_summed_or_averaged_into_the_teams():
+    summed = play(GymmaEnv(key=SPREAD, time_limit=25, seed=2), 25)
+    averaged = play(GymmaEnv(key=SPREAD, time_limit=25, seed=2, reward_scalarisation="mean"), 25)
+    # simple_spread gives each of its 3 agents the same shared reward (plus collision penalties).
+    assert [step[3] for step in summed] == pytest.approx([3 * step[3] for step in averaged])
+    assert all(step[3] < 0 for step in summed)
+
+
+def test_unavailable_actions_and_wrong_counts_are_refused():
+    env = GymmaEnv(key=LBF, time_limit=50, seed=0)
+    env.reset()
+    with pytest.raises(ValueError, match="expected one per agent"):
+        env.step([0])
+    with pytest.raises(ValueError, match="cannot take action 6"):
+        env.step([6, 0])
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({}, "gymma needs env_args.key"),
+    ({"key": "lbforaging:Foraging-8x8-2p-3f-v9"}, r"names no env \(Environment version `v9` .*did you mean "
+                                                   "Foraging-8x8-2p-3f-v3"),
+    ({"key": "pz-mpe-simple-sprad-v3"}, "names no env .*did you mean pz-mpe-simple-spread-v3"),
+    ({"key": "nosuchpackage:Env-v0"}, "needs the package 'nosuchpackage', which is not installed"),
+    ({"key": "pz-mpe"}, "a PettingZoo key reads pz-<family>-<env-name>"),
+    ({"key": SPREAD, "reward_scalarisation": "max"}, "reward_scalarisation='max'; choose one of: sum, mean"),
+    ({"key": SPREAD, "common_reward": False}, "per-agent rewards are not supported yet"),
+    ({"key": SPREAD, "pretrained_wrapper": "PretrainedAdversary"}, "is not available in marlkit yet"),
+])
+def test_bad_env_args_raise_one_line(kwargs, message):
+    with pytest.raises(GymmaError, match=message) as error:
+        GymmaEnv(**kwargs)
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("key", [LBF, RWARE, SPREAD])
+def test_qmix_trains_on_each_family_from_the_command_line(tmp_path, key):
+    proc = run_main("--config=qmix", "--env-config=gymma", "with", f"env_args.key={key}", "env_args.time_limit=25",
+                    "t_max=120", "batch_size_run=2", "buffer_size=8", "batch_size=4", "test_nepisode=2",
+                    "test_interval=50", "log_interval=50", f"local_results_path={tmp_path}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    folder = run_dir(str(tmp_path), key.split(":")[-1], "qmix_env=8_adam_td_lambda", 1)
+    config, info = read_json(folder, "config.json"), read_json(folder, "info.json")
+    assert config["env_args"]["common_reward"] is True and config["env_args"]["reward_scalarisation"] == "sum"
+    assert info["test_ep_length_mean"][0] <= 25 and "loss_td" in info
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["env_args.key=pz-mpe-simple-sprad-v3"], "InputError: env_args.key='pz-mpe-simple-sprad-v3' names no env"),
+    (["env_args.key=pz-mpe-simple-spread-v3", "common_reward=False"], "InputError: common_reward=False"),
+])
+def test_bad_gymma_settings_give_one_line_before_any_worker_starts(tmp_path, overrides, message):
+    proc = run_main("--config=qmix", "--env-config=gymma", "with", *overrides, f"local_results_path={tmp_path}")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith(message)
