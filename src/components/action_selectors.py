@@ -133,5 +133,20 @@ class GumbelSoftmaxActionSelector(PolicySelector):
         return (actions, th.softmax(logits, dim=-1)) if self.save_probs else actions
 
 
+class SoftPoliciesActionSelector:
+    """EPyMARL's ``soft_policies`` selector (its actor-critic algorithms): each agent's action is drawn
+    from its policy (agent_output_type "pi_logits", unavailable actions already at probability 0), in
+    training and test episodes alike, with no exploration floor (test_greedy is not read, as in EPyMARL)."""
+
+    def __init__(self, args: SimpleNamespace):
+        self.save_probs = getattr(args, "save_probs", False)
+
+    def select_action(self, agent_policies: th.Tensor, avail_actions: th.Tensor, t_env: int,
+                      test_mode: bool = False) -> th.Tensor | tuple[th.Tensor, th.Tensor]:
+        """agent_policies [bs, n_agents, n_actions] -> actions LongTensor [bs, n_agents]."""
+        actions = Categorical(probs=agent_policies, validate_args=False).sample()  # [bs, n_agents]
+        return (actions, agent_policies) if self.save_probs else actions
+
+
 REGISTRY = {"epsilon_greedy": EpsilonGreedyActionSelector, "multinomial": MultinomialActionSelector,
-            "gumbel": GumbelSoftmaxActionSelector}
+            "gumbel": GumbelSoftmaxActionSelector, "soft_policies": SoftPoliciesActionSelector}

@@ -1,4 +1,5 @@
 """Learners turn sampled episode batches into parameter updates: REGISTRY[name](mac, scheme, logger, args)."""
+from .actor_critic_learner import ActorCriticLearner
 from .coma_learner import COMALearner
 from .dmaq_qatten_learner import DMAQLearner
 from .fmac_learner import FMACLearner
@@ -23,4 +24,5 @@ REGISTRY = {
     "lica_learner": LICALearner,  # LICA
     "offpg_learner": OffPGLearner,  # DOP
     "fmac_learner": FMACLearner,  # RIIT
+    "actor_critic_learner": ActorCriticLearner,  # EPyMARL's IA2C, MAA2C
 }

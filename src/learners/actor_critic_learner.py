@@ -1,0 +1,165 @@
+"""EPyMARL's actor-critic learner (``learner: actor_critic_learner``): IA2C (critic_type ac_critic) and
+MAA2C (cv_critic), as EPyMARL's actor_critic_learner.py computes them.
+
+One train call on a batch (T stored steps, T-1 transitions; agents a = 1..n, one team reward r_t):
+
+1. With standardise_rewards the rewards are standardised by their running mean and variance (updated
+   with this batch first); every agent gets the team's.
+2. Critic, one Adam step (lr, as EPyMARL's one learning rate) on the state values V_i(t) of
+   modules/critics/state_value.py against n-step returns (q_nstep) of the target critic's values V':
+
+       G_t = sum_{k<q_nstep} gamma^k r_{t+k} m_{t+k} + gamma^q_nstep V'(t+q_nstep) m_{t+q_nstep}
+       loss = sum over valid (t, i) of (G_t - V_i(t))^2 / their number
+
+   where the return stops at the last transition; there, with add_value_last_step (EPyMARL's default),
+   it adds gamma^(k+1) V' of the last stored step, unmasked (also after a terminal step, as EPyMARL).
+   With standardise_returns the target values are de-standardised, and the returns standardised, by the
+   returns' running statistics.
+3. Actor, one Adam step (lr) with the advantages A = G - V (masked, no gradient):
+
+       loss = -sum over valid (t, i) of (A log(pi(u) + 1e-10) + entropy_coef H(pi)) / their number
+
+   with H(pi) = -sum_a pi(a) log(pi(a) + 1e-10) (EPyMARL's 1e-10 keeps log finite).
+4. The target critic follows target_update_interval_or_tau: above 1 a copy every that many critic
+   steps, else a soft update target = (1 - tau) target + tau critic after every step.
+
+Stats under EPyMARL's names: critic_loss, critic_grad_norm, td_error_abs, q_taken_mean, target_mean,
+advantage_mean, pg_loss, agent_grad_norm, pi_max.
+"""
+from types import SimpleNamespace
+
+import torch as th
+
+from components.episode_buffer import EpisodeBatch
+from modules.critics import REGISTRY as critic_REGISTRY
+from utils.running_stats import RunningMeanStd
+
+from .policy_learner import PolicyLearner, taken
+from .q_learner import batch_transitions
+
+LOG_EPS = 1e-10  # EPyMARL's: log(p + LOG_EPS)
+
+
+def nstep_returns(rewards: th.Tensor, mask: th.Tensor, values: th.Tensor, nsteps: int, gamma: float,
+                  add_value_last_step: bool) -> th.Tensor:
+    """EPyMARL's n-step returns: rewards and mask [bs, T-1, n], values [bs, T, n] -> [bs, T-1, n]."""
+    transitions = rewards.shape[1]
+    returns = th.zeros_like(values[:, :-1])  # [bs, T-1, n]
+    for start in range(transitions):
+        total = th.zeros_like(values[:, 0])  # [bs, n]
+        for step in range(nsteps + 1):
+            t = start + step
+            if t >= transitions:
+                break
+            if step == nsteps:
+                total += gamma ** step * values[:, t] * mask[:, t]
+            elif t == transitions - 1 and add_value_last_step:
+                total += gamma ** step * rewards[:, t] * mask[:, t]
+                total += gamma ** (step + 1) * values[:, t + 1]
+            else:
+                total += gamma ** step * rewards[:, t] * mask[:, t]
+        returns[:, start] = total
+    return returns
+
+
+def policy_gradient_loss(policies: th.Tensor, advantages: th.Tensor, actions: th.Tensor, mask: th.Tensor,
+                         entropy_coef: float) -> tuple[th.Tensor, th.Tensor]:
+    """(loss, the policies with padded steps at 1) of EPyMARL's actor: policies [bs, T-1, n, n_actions],
+    advantages and mask [bs, T-1, n], actions [bs, T-1, n, 1]."""
+    policies = policies.masked_fill((mask == 0).unsqueeze(-1), 1.0)  # padded steps: log 1 = 0
+    log_pi_taken = th.log(taken(policies, actions) + LOG_EPS)  # [bs, T-1, n]
+    entropy = -(policies * th.log(policies + LOG_EPS)).sum(-1)  # [bs, T-1, n]
+    loss = -((advantages * log_pi_taken + entropy_coef * entropy) * mask).sum() / mask.sum()
+    return loss, policies
+
+
+class ActorCriticLearner(PolicyLearner):
+    """Trains ``mac`` (a policy: agent_output_type pi_logits) and the state-value critic critic_type."""
+
+    COUNTERS = ("log_stats_t", "critic_training_steps", "last_target_update_step")
+
+    def __init__(self, mac, scheme: dict, logger, args: SimpleNamespace):
+        super().__init__(mac, logger, args)
+        if args.critic_type not in ("ac_critic", "cv_critic"):
+            raise ValueError(f"critic_type={args.critic_type!r}: actor_critic_learner takes ac_critic or cv_critic")
+        self._add_critic(critic_REGISTRY[args.critic_type](scheme, args), critic_lr=args.lr)
+        self.reward_stats = RunningMeanStd((1,)) if args.standardise_rewards else None
+        self.return_stats = RunningMeanStd((self.n_agents,)) if args.standardise_returns else None
+
+    def train(self, batch: EpisodeBatch, t_env: int, episode_num: int, per_weight: th.Tensor | None = None) -> dict:
+        """One critic step, then one actor step; per_weight (prioritized replay) is refused at construction."""
+        data = batch_transitions(batch)
+        rewards = data.rewards  # [bs, T-1, 1]
+        if self.reward_stats is not None:
+            self.reward_stats.update(rewards)
+            rewards = (rewards - self.reward_stats.mean) / th.sqrt(self.reward_stats.var)
+        rewards = rewards.expand(-1, -1, self.n_agents)  # [bs, T-1, n]: the team's reward for every agent
+        mask = data.mask.expand(-1, -1, self.n_agents)  # [bs, T-1, n]
+        if mask.sum() == 0:
+            self.logger.console_logger.error(f"actor_critic_learner: no valid step in the batch at t_env {t_env}")
+            return {}
+        policies = self._policies(batch)[:, :-1]  # [bs, T-1, n, n_actions]
+        advantages, critic_stats = self._train_critic(batch, rewards, mask, t_env)  # [bs, T-1, n]
+        loss, policies = policy_gradient_loss(policies, advantages, data.actions, mask, self.args.entropy_coef)
+        grad_norm = self._optimise(self.agent_optimiser, self.agent_params, loss, t_env)
+        self.critic_training_steps += 1
+        self._update_target_critic()
+        if self._logging(t_env):
+            n_valid = mask.sum()
+            self._log({**critic_stats, "advantage_mean": (advantages * mask).sum() / n_valid,
+                       "pg_loss": loss.detach(), "agent_grad_norm": grad_norm,
+                       "pi_max": (policies.detach().max(dim=-1)[0] * mask).sum() / n_valid}, t_env)
+        return {}
+
+    def _train_critic(self, batch: EpisodeBatch, rewards: th.Tensor, mask: th.Tensor,
+                      t_env: int) -> tuple[th.Tensor, dict]:
+        """One critic step; the masked advantages G - V [bs, T-1, n] (no gradient) and the step's stats."""
+        inputs = self.critic.build_inputs(batch)  # [bs, T, n, input]
+        with th.no_grad():
+            target_values = self.target_critic(inputs)[..., 0]  # [bs, T, n]
+        if self.return_stats is not None:
+            target_values = target_values * th.sqrt(self.return_stats.var) + self.return_stats.mean
+        returns = nstep_returns(rewards, mask, target_values, self.args.q_nstep, self.args.gamma,
+                                self.args.add_value_last_step)  # [bs, T-1, n]
+        if self.return_stats is not None:
+            self.return_stats.update(returns)
+            returns = (returns - self.return_stats.mean) / th.sqrt(self.return_stats.var)
+        values = self.critic(inputs)[:, :-1, :, 0]  # [bs, T-1, n]
+        masked_td_error = (returns - values) * mask
+        n_valid = mask.sum()
+        loss = masked_td_error.pow(2).sum() / n_valid
+        grad_norm = self._optimise(self.critic_optimiser, self.critic_params, loss, t_env)
+        stats = {"critic_loss": loss.detach(), "critic_grad_norm": grad_norm,
+                 "td_error_abs": masked_td_error.detach().abs().sum() / n_valid,
+                 "q_taken_mean": (values.detach() * mask).sum() / n_valid,
+                 "target_mean": (returns * mask).sum() / n_valid}
+        return masked_td_error.detach(), stats
+
+    def _update_target_critic(self) -> None:
+        interval_or_tau = self.args.target_update_interval_or_tau
+        if interval_or_tau > 1:
+            if (self.critic_training_steps - self.last_target_update_step) / interval_or_tau >= 1.0:
+                self.target_critic.load_state_dict(self.critic.state_dict())
+                self.last_target_update_step = self.critic_training_steps
+            return
+        with th.no_grad():
+            for target, param in zip(self.target_critic.parameters(), self.critic.parameters()):
+                target.mul_(1.0 - interval_or_tau).add_(param * interval_or_tau)
+
+    def cuda(self) -> None:
+        super().cuda()
+        for stats in (self.reward_stats, self.return_stats):
+            if stats is not None:
+                stats.to("cuda")
+
+    def state_dict(self) -> dict:
+        """The counters and the running reward / return statistics."""
+        stats = {name: getattr(self, name).state_dict() for name in ("reward_stats", "return_stats")
+                 if getattr(self, name) is not None}
+        return {**super().state_dict(), **stats}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        for name in ("reward_stats", "return_stats"):
+            if getattr(self, name) is not None:
+                getattr(self, name).load_state_dict(state[name])
