@@ -23,7 +23,8 @@ curves of the folders before it, gives the values.
 `_seed<seed>` that src/sweep.py adds): the mean over its seeds at each STEP, with each seed's value.
 The runs of a row must differ in nothing but what identifies a run (PER_RUN_KEYS), and must have
 played the same simulator sources (where their kept cout.txt names them): a row that would pool
-other settings is refused, naming the key.
+other settings is refused, naming the key. A key that a run recorded before it existed lacks counts
+as default.yaml's value for it (see same_setting).
 """
 import re
 import argparse
@@ -31,7 +32,8 @@ import datetime
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+sys.path.insert(0, SRC)
 
 from utils.run_index import flatten, read_json, run_folders, run_kind, run_where  # noqa: E402
 
@@ -147,6 +149,25 @@ def setting(config: dict) -> dict:
     return {key: value for key, value in flat.items() if key not in PER_RUN_KEYS}
 
 
+def default_config() -> dict:
+    """src/config/default.yaml, flattened to dotted keys."""
+    import yaml
+
+    with open(os.path.join(SRC, "config", "default.yaml")) as f:
+        return flatten(yaml.safe_load(f))
+
+
+def same_setting(first: dict, other: dict, key: str) -> bool:
+    """Whether two runs' settings agree on `key`. A key one of them lacks was added to marlkit after
+    that run; it agrees when the other run has the value default.yaml gives it now (a new key's default
+    keeps the behaviour of before, as marlkit's rule is), and never for a key default.yaml lacks."""
+    if key in first and key in other:
+        return first[key] == other[key]
+    present = first if key in first else other
+    defaults = default_config()
+    return key in defaults and present[key] == defaults[key]
+
+
 def mean_row(group: list[tuple[dict, dict]], at: list[int]) -> list[str]:
     """The --mean cells of one map and algorithm: per STEP, the mean over the runs that got there
     and each run's value in seed order ('-' for one that did not)."""
@@ -176,7 +197,7 @@ def print_means(folders: list[str], at: list[int]) -> None:
         first = setting(group[0][0])
         for config, _ in group[1:]:
             other = setting(config)
-            differing = sorted(key for key in first.keys() | other.keys() if first.get(key) != other.get(key))
+            differing = sorted(key for key in first.keys() | other.keys() if not same_setting(first, other, key))
             if differing:
                 raise ValueError(f"the {name} runs on {where} differ in {differing[0]} ({first.get(differing[0])!r} "
                                  f"against {other.get(differing[0])!r}): pass their folders separately")

@@ -141,6 +141,22 @@ def test_mean_refuses_to_pool_runs_of_different_settings(tmp_path):
     assert table(str(tmp_path), "--mean").returncode == 2  # --mean needs --at
 
 
+def mean_of(root, *configs) -> subprocess.CompletedProcess:
+    """The --mean table at 50k of runs with these configs, written under root."""
+    for i, config in enumerate(configs):
+        write_run(str(root / str(i)), config, curve([0, 50_100], [0.0, 0.5 - 0.25 * i]))
+    return table(str(root), "--at", "50000", "--mean")
+
+
+def test_a_key_added_after_a_run_counts_as_its_default_and_nothing_else(tmp_path):
+    """Runs recorded before default.yaml gained common_reward pool with later ones that have its default
+    (True), not with one that changed it; a key default.yaml lacks is never taken as agreeing."""
+    proc = mean_of(tmp_path / "default", zoo_run(0), zoo_run(1, common_reward=True))
+    assert proc.returncode == 0 and "| 3m | qatten | 0, 1 | 0.38 (0.50, 0.25) |" in proc.stdout, proc.stderr
+    assert "differ in common_reward" in mean_of(tmp_path / "changed", zoo_run(0), zoo_run(1, common_reward=False)).stderr
+    assert "differ in made_up_key" in mean_of(tmp_path / "unknown", zoo_run(0), zoo_run(1, made_up_key=1)).stderr
+
+
 KEEP = os.path.join(REPO, "scripts", "keep_records.py")
 
 
