@@ -6,7 +6,7 @@ import torch as th
 from types import SimpleNamespace
 
 from components.action_selectors import SoftPoliciesActionSelector
-from learners.actor_critic_learner import nstep_returns, policy_gradient_loss
+from learners.actor_critic_learner import clipped_policy_loss, nstep_returns, policy_gradient_loss
 from main_runs import read_json, run_dir, run_main
 from modules.critics.state_value import ACCritic, CentralVCritic
 from utils.running_stats import RunningMeanStd
@@ -82,6 +82,22 @@ def test_policy_gradient_loss_on_hand_built_policies():
     assert filled[1].eq(1.0).all()  # padded steps: log(1) = 0, entropy 0
 
 
+def test_the_clipped_surrogate_on_hand_built_policies():
+    """Agent 0: ratio 0.6 / 0.4 = 1.5 with advantage 2, clipped to 1.2 (the smaller surrogate). Agent 1:
+    ratio 0.1 / 0.5 = 0.2 with advantage -1: min(0.2 * -1, 0.8 * -1) takes the clipped -0.8."""
+    policies = th.tensor([[[[0.6, 0.4], [0.1, 0.9]]]])  # [1, 1, 2, 2]
+    actions = th.tensor([[[[0], [0]]]])
+    old_log_pi = th.log(th.tensor([[[0.4, 0.5]]]) + 1e-10)
+    advantages = th.tensor([[[2.0, -1.0]]])
+    mask = th.ones(1, 1, 2)
+    loss, _ = clipped_policy_loss(policies, old_log_pi, advantages, actions, mask, eps_clip=0.2, entropy_coef=0.0)
+    expected = -(min(1.5 * 2.0, 1.2 * 2.0) + min(0.2 * -1.0, 0.8 * -1.0)) / 2
+    assert loss.item() == pytest.approx(expected, rel=1e-5)
+    with_entropy, _ = clipped_policy_loss(policies, old_log_pi, advantages, actions, mask, 0.2, entropy_coef=0.5)
+    entropies = [-sum(p * np.log(p + 1e-10) for p in row) for row in ((0.6, 0.4), (0.1, 0.9))]
+    assert with_entropy.item() == pytest.approx(expected - 0.5 * sum(entropies) / 2, rel=1e-5)
+
+
 def critic_args(**overrides):
     args = dict(n_agents=3, n_actions=4, hidden_dim=8, obs_individual_obs=False, obs_last_action=False)
     return SimpleNamespace(**{**args, **overrides})
@@ -132,7 +148,8 @@ def test_soft_policies_sample_the_policy_in_test_episodes_too():
         assert counts[2] == 0 and abs(counts[1].item() - 0.75) < 0.03
 
 
-@pytest.mark.parametrize("config, critic_type", [("ia2c", "ac_critic"), ("maa2c", "cv_critic")])
+@pytest.mark.parametrize("config, critic_type", [("ia2c", "ac_critic"), ("maa2c", "cv_critic"), ("mappo", "cv_critic"),
+                                                 ("ippo_epymarl", "ac_critic")])
 def test_epymarl_actor_critic_configs_train_save_and_resume(tmp_path, config, critic_type):
     common = ["--config", config, "--env-config=gymma", "with", "env_args.key=pz-mpe-simple-spread-v3",
               "env_args.time_limit=10", "batch_size_run=2", "buffer_size=2", "batch_size=2", "test_nepisode=2",

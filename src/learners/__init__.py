@@ -1,5 +1,6 @@
 """Learners turn sampled episode batches into parameter updates: REGISTRY[name](mac, scheme, logger, args)."""
 from .actor_critic_learner import ActorCriticLearner
+from .actor_critic_learner import PPOLearner as EPyMARLPPOLearner
 from .coma_learner import COMALearner
 from .dmaq_qatten_learner import DMAQLearner
 from .fmac_learner import FMACLearner
@@ -25,4 +26,5 @@ REGISTRY = {
     "offpg_learner": OffPGLearner,  # DOP
     "fmac_learner": FMACLearner,  # RIIT
     "actor_critic_learner": ActorCriticLearner,  # EPyMARL's IA2C, MAA2C
+    "epymarl_ppo_learner": EPyMARLPPOLearner,  # EPyMARL's MAPPO and IPPO (its ppo_learner)
 }

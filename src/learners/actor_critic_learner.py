@@ -1,5 +1,6 @@
-"""EPyMARL's actor-critic learner (``learner: actor_critic_learner``): IA2C (critic_type ac_critic) and
-MAA2C (cv_critic), as EPyMARL's actor_critic_learner.py computes them.
+"""EPyMARL's actor-critic learners: ``actor_critic_learner`` for IA2C (critic_type ac_critic) and MAA2C
+(cv_critic), as EPyMARL's actor_critic_learner.py computes them, and ``epymarl_ppo_learner`` (PPOLearner,
+below) for MAPPO and EPyMARL's IPPO, as its ppo_learner.py does.
 
 One train call on a batch (T stored steps, T-1 transitions; agents a = 1..n, one team reward r_t):
 
@@ -73,6 +74,21 @@ def policy_gradient_loss(policies: th.Tensor, advantages: th.Tensor, actions: th
     return loss, policies
 
 
+def clipped_policy_loss(policies: th.Tensor, old_log_pi_taken: th.Tensor, advantages: th.Tensor,
+                        actions: th.Tensor, mask: th.Tensor, eps_clip: float,
+                        entropy_coef: float) -> tuple[th.Tensor, th.Tensor]:
+    """(loss, the policies with padded steps at 1) of EPyMARL's PPO actor: the clipped surrogate
+    min(rho A, clip(rho, 1 - eps_clip, 1 + eps_clip) A) with rho = pi(u) / pi_old(u), plus the entropy
+    bonus; shapes as policy_gradient_loss, old_log_pi_taken [bs, T-1, n]."""
+    policies = policies.masked_fill((mask == 0).unsqueeze(-1), 1.0)
+    log_pi_taken = th.log(taken(policies, actions) + LOG_EPS)  # [bs, T-1, n]
+    ratios = th.exp(log_pi_taken - old_log_pi_taken)
+    surrogate = th.min(ratios * advantages, th.clamp(ratios, 1 - eps_clip, 1 + eps_clip) * advantages)
+    entropy = -(policies * th.log(policies + LOG_EPS)).sum(-1)  # [bs, T-1, n]
+    loss = -((surrogate + entropy_coef * entropy) * mask).sum() / mask.sum()
+    return loss, policies
+
+
 class ActorCriticLearner(PolicyLearner):
     """Trains ``mac`` (a policy: agent_output_type pi_logits) and the state-value critic critic_type."""
 
@@ -81,27 +97,41 @@ class ActorCriticLearner(PolicyLearner):
     def __init__(self, mac, scheme: dict, logger, args: SimpleNamespace):
         super().__init__(mac, logger, args)
         if args.critic_type not in ("ac_critic", "cv_critic"):
-            raise ValueError(f"critic_type={args.critic_type!r}: actor_critic_learner takes ac_critic or cv_critic")
+            raise ValueError(f"critic_type={args.critic_type!r}: {args.learner} takes ac_critic or cv_critic")
         self._add_critic(critic_REGISTRY[args.critic_type](scheme, args), critic_lr=args.lr)
         self.reward_stats = RunningMeanStd((1,)) if args.standardise_rewards else None
         self.return_stats = RunningMeanStd((self.n_agents,)) if args.standardise_returns else None
 
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int, per_weight: th.Tensor | None = None) -> dict:
         """One critic step, then one actor step; per_weight (prioritized replay) is refused at construction."""
+        prepared = self._prepare(batch, t_env)
+        if prepared is None:
+            return {}
+        actions, rewards, mask = prepared
+        policies = self._policies(batch)[:, :-1]  # [bs, T-1, n, n_actions]
+        advantages, critic_stats = self._train_critic(batch, rewards, mask, t_env)  # [bs, T-1, n]
+        loss, policies = policy_gradient_loss(policies, advantages, actions, mask, self.args.entropy_coef)
+        grad_norm = self._optimise(self.agent_optimiser, self.agent_params, loss, t_env)
+        self._finish(t_env, mask, critic_stats, advantages, loss, grad_norm, policies)
+        return {}
+
+    def _prepare(self, batch: EpisodeBatch, t_env: int) -> tuple | None:
+        """The taken actions [bs, T-1, n, 1], every agent's (standardised) reward and the valid-step mask
+        [bs, T-1, n]; None (logged) when the batch has no valid step."""
         data = batch_transitions(batch)
         rewards = data.rewards  # [bs, T-1, 1]
         if self.reward_stats is not None:
             self.reward_stats.update(rewards)
             rewards = (rewards - self.reward_stats.mean) / th.sqrt(self.reward_stats.var)
-        rewards = rewards.expand(-1, -1, self.n_agents)  # [bs, T-1, n]: the team's reward for every agent
         mask = data.mask.expand(-1, -1, self.n_agents)  # [bs, T-1, n]
         if mask.sum() == 0:
-            self.logger.console_logger.error(f"actor_critic_learner: no valid step in the batch at t_env {t_env}")
-            return {}
-        policies = self._policies(batch)[:, :-1]  # [bs, T-1, n, n_actions]
-        advantages, critic_stats = self._train_critic(batch, rewards, mask, t_env)  # [bs, T-1, n]
-        loss, policies = policy_gradient_loss(policies, advantages, data.actions, mask, self.args.entropy_coef)
-        grad_norm = self._optimise(self.agent_optimiser, self.agent_params, loss, t_env)
+            self.logger.console_logger.error(f"{self.args.learner}: no valid step in the batch at t_env {t_env}")
+            return None
+        return data.actions, rewards.expand(-1, -1, self.n_agents), mask  # the team's reward for every agent
+
+    def _finish(self, t_env: int, mask: th.Tensor, critic_stats: dict, advantages: th.Tensor, loss: th.Tensor,
+                grad_norm: th.Tensor, policies: th.Tensor) -> None:
+        """After the train call's steps: the target critic's update and the stats of the last steps."""
         self.critic_training_steps += 1
         self._update_target_critic()
         if self._logging(t_env):
@@ -109,7 +139,6 @@ class ActorCriticLearner(PolicyLearner):
             self._log({**critic_stats, "advantage_mean": (advantages * mask).sum() / n_valid,
                        "pg_loss": loss.detach(), "agent_grad_norm": grad_norm,
                        "pi_max": (policies.detach().max(dim=-1)[0] * mask).sum() / n_valid}, t_env)
-        return {}
 
     def _train_critic(self, batch: EpisodeBatch, rewards: th.Tensor, mask: th.Tensor,
                       t_env: int) -> tuple[th.Tensor, dict]:
@@ -163,3 +192,29 @@ class ActorCriticLearner(PolicyLearner):
         for name in ("reward_stats", "return_stats"):
             if getattr(self, name) is not None:
                 getattr(self, name).load_state_dict(state[name])
+
+
+class PPOLearner(ActorCriticLearner):
+    """EPyMARL's PPO learner (``learner: epymarl_ppo_learner``: MAPPO with cv_critic, EPyMARL's IPPO
+    with ac_critic). Per train call, `epochs` times: one critic step as actor_critic_learner's (so the
+    advantages come from the critic as it is at that epoch), then one actor step on the clipped
+    surrogate (clipped_policy_loss) against the policy the batch was collected with. That policy is the
+    controller as the call starts (EPyMARL keeps a copy, old_mac, equal to it then); the target critic
+    is updated once per call, and the stats are those of the last epoch."""
+
+    def train(self, batch: EpisodeBatch, t_env: int, episode_num: int, per_weight: th.Tensor | None = None) -> dict:
+        prepared = self._prepare(batch, t_env)
+        if prepared is None:
+            return {}
+        actions, rewards, mask = prepared
+        with th.no_grad():
+            old_policies = self._policies(batch)[:, :-1].masked_fill((mask == 0).unsqueeze(-1), 1.0)
+            old_log_pi_taken = th.log(taken(old_policies, actions) + LOG_EPS)  # [bs, T-1, n]
+        for _ in range(self.args.epochs):
+            policies = self._policies(batch)[:, :-1]  # [bs, T-1, n, n_actions]
+            advantages, critic_stats = self._train_critic(batch, rewards, mask, t_env)  # [bs, T-1, n]
+            loss, policies = clipped_policy_loss(policies, old_log_pi_taken, advantages, actions, mask,
+                                                 self.args.eps_clip, self.args.entropy_coef)
+            grad_norm = self._optimise(self.agent_optimiser, self.agent_params, loss, t_env)
+        self._finish(t_env, mask, critic_stats, advantages, loss, grad_norm, policies)
+        return {}
