@@ -7,8 +7,9 @@ Usage (from the repository root):
 
 Each path is a sacred run folder (config.json, run.json, info.json) or a folder above run folders.
 A running or killed run is read up to its last heartbeat. The test metric is the win rate
-(test_battle_won_mean) where the env logs one, else the return (test_return_mean); "final" is the
-mean of its last 5 values, "steps to" the first t_env it reached THRESHOLD (win rates only).
+(test_battle_won_mean) where the env logs one, else the return (test_return_mean, or the agents'
+summed returns test_total_return_mean); "final" is the mean of its last 5 values, "steps to" the
+first t_env it reached THRESHOLD (win rates only).
 Evaluation runs (run_kind evaluate, under <name>/eval/) show the one test they ran.
 
 --at STEP ... prints learning curves instead: one row per training run with its map, algorithm
@@ -39,7 +40,8 @@ from utils.run_index import flatten, read_json, run_folders, run_kind, run_where
 
 THRESHOLD = 0.9
 FINAL_TESTS = 5
-METRICS = ("test_battle_won_mean", "test_return_mean")  # the first one a run logged is shown
+# The first one a run logged is shown (test_total_return_mean: runs with per-agent rewards, common_reward=False).
+METRICS = ("test_battle_won_mean", "test_return_mean", "test_total_return_mean")
 # Config keys that tell one run of a setting from another; --mean pools runs that differ only here.
 PER_RUN_KEYS = ("seed", "env_args.seed", "env_seeds", "unique_token", "name", "local_results_path",
                 "checkpoint_path", "resume", "label")

@@ -51,6 +51,8 @@ SRC_DIR = dirname(abspath(__file__))
 REPO_DIR = dirname(SRC_DIR)
 CONFIG_DIR = join(SRC_DIR, "config")
 USAGE_EXIT_CODE = 2
+# The learners that train on each agent's own reward (common_reward=False): EPyMARL's actor-critic ones.
+PER_AGENT_REWARD_LEARNERS = ("actor_critic_learner", "epymarl_ppo_learner")
 # SMAC's env, and SMACv2's: sc2wrapped plays a 10gen map with the capability_config given,
 # sc2v2 one of the 15 scenarios of SMACv2's paper by name (EPyMARL's), from smacv2_configs/.
 SMACV2_ENVS = tuple(env for env in STARCRAFT_ENVS if env != "sc2")
@@ -201,9 +203,13 @@ def check_settings(config: dict) -> None:
     if config["learner_threads"] < 0 or (config["learner_threads"] and config["tune_learner_threads"]):
         raise InputError(f"learner_threads={config['learner_threads']} must be 0 (torch's count, or tuned with "
                          f"tune_learner_threads=True) or a thread count")
-    if not config["common_reward"]:
-        raise InputError("common_reward=False (a reward per agent) is not supported yet: marlkit's learners train "
-                         "on one team reward; leave common_reward=True")
+    if not config["common_reward"] and config["env"] != "gymma":
+        raise InputError(f"common_reward=False (a reward per agent) needs a gymma task: {config['env']} gives one "
+                         f"team reward")
+    if not config["common_reward"] and config["learner"] not in PER_AGENT_REWARD_LEARNERS:
+        raise InputError(f"common_reward=False (a reward per agent): {config['learner']} trains on one team reward; "
+                         f"the learners that take per-agent rewards: {', '.join(PER_AGENT_REWARD_LEARNERS)} "
+                         f"(ia2c, maa2c, mappo, ippo_epymarl)")
     if config["reward_scalarisation"] not in REWARD_SCALARISATIONS:
         raise InputError(f"reward_scalarisation={config['reward_scalarisation']!r}; choose one of: "
                          f"{', '.join(REWARD_SCALARISATIONS)}")

@@ -1,5 +1,5 @@
 """gymma: Gymnasium (LBF, RWARE) and PettingZoo (MPE) tasks with the real packages, as EPyMARL's wrapper
-plays them, and the command lines of the README's environments section."""
+plays them, per-agent rewards (common_reward=False), and their command lines."""
 import numpy as np
 import pytest
 
@@ -80,6 +80,15 @@ def test_rewards_are_summed_or_averaged_into_the_teams():
     assert all(step[3] < 0 for step in summed)
 
 
+def test_without_common_reward_each_agent_gets_its_own():
+    env = GymmaEnv(key=LBF, time_limit=50, seed=5, common_reward=False)
+    team = GymmaEnv(key=LBF, time_limit=50, seed=5)
+    for env_step, team_step in zip(play(env, 200), play(team, 200)):
+        assert env_step[3].shape == (2,) and env_step[3].dtype == np.float32
+        assert float(env_step[3].sum()) == pytest.approx(team_step[3])
+    assert any(step[3][0] != step[3][1] for step in play(env, 400))  # LBF pays whoever loads the food
+
+
 def test_unavailable_actions_and_wrong_counts_are_refused():
     env = GymmaEnv(key=LBF, time_limit=50, seed=0)
     env.reset()
@@ -97,7 +106,6 @@ def test_unavailable_actions_and_wrong_counts_are_refused():
     ({"key": "nosuchpackage:Env-v0"}, "needs the package 'nosuchpackage', which is not installed"),
     ({"key": "pz-mpe"}, "a PettingZoo key reads pz-<family>-<env-name>"),
     ({"key": SPREAD, "reward_scalarisation": "max"}, "reward_scalarisation='max'; choose one of: sum, mean"),
-    ({"key": SPREAD, "common_reward": False}, "per-agent rewards are not supported yet"),
     ({"key": SPREAD, "pretrained_wrapper": "PretrainedAdversary"}, "is not available in marlkit yet"),
 ])
 def test_bad_env_args_raise_one_line(kwargs, message):
@@ -118,11 +126,33 @@ def test_qmix_trains_on_each_family_from_the_command_line(tmp_path, key):
     assert info["test_ep_length_mean"][0] <= 25 and "loss_td" in info
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["env_args.key=pz-mpe-simple-sprad-v3"], "InputError: env_args.key='pz-mpe-simple-sprad-v3' names no env"),
-    (["env_args.key=pz-mpe-simple-spread-v3", "common_reward=False"], "InputError: common_reward=False"),
+def test_mappo_trains_on_each_agents_own_reward_and_logs_epymarls_stats(tmp_path):
+    """The issue's EPyMARL command (shortened): per-agent rewards through runner, buffer and learner."""
+    proc = run_main("--config=mappo", "--env-config=gymma", "with", "env_args.time_limit=50", f"env_args.key={LBF}",
+                    "common_reward=False", "t_max=400", "batch_size_run=2", "buffer_size=2", "batch_size=2",
+                    "test_nepisode=2", "test_interval=200", "log_interval=200", "runner_log_interval=200",
+                    f"local_results_path={tmp_path}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    info = read_json(run_dir(str(tmp_path), LBF.split(":")[-1], "mappo", 1), "info.json")
+    for key in ("agent_0_return_mean", "agent_1_return_std", "total_return_mean", "test_total_return_mean",
+                "critic_loss", "pg_loss"):
+        assert info[key] and np.all(np.isfinite(info[key])), key
+    assert "return_mean" not in info
+    assert info["total_return_mean"] == pytest.approx(
+        [a + b for a, b in zip(info["agent_0_return_mean"], info["agent_1_return_mean"])])
+
+
+@pytest.mark.parametrize("config, env, overrides, message", [
+    ("qmix", "gymma", ["env_args.key=pz-mpe-simple-sprad-v3"],
+     "InputError: env_args.key='pz-mpe-simple-sprad-v3' names no env"),
+    ("qmix", "gymma", [f"env_args.key={SPREAD}", "common_reward=False"],
+     "InputError: common_reward=False (a reward per agent): nq_learner trains on one team reward; the learners"),
+    ("mappo", "sc2", ["common_reward=False"], "InputError: common_reward=False (a reward per agent) needs a gymma "
+                                              "task: sc2 gives one team reward"),
+    ("mappo", "gymma", [f"env_args.key={SPREAD}", "reward_scalarisation=max"],
+     "InputError: reward_scalarisation='max'; choose one of: sum, mean"),
 ])
-def test_bad_gymma_settings_give_one_line_before_any_worker_starts(tmp_path, overrides, message):
-    proc = run_main("--config=qmix", "--env-config=gymma", "with", *overrides, f"local_results_path={tmp_path}")
+def test_bad_gymma_settings_give_one_line_before_any_worker_starts(tmp_path, config, env, overrides, message):
+    proc = run_main(f"--config={config}", f"--env-config={env}", "with", *overrides, f"local_results_path={tmp_path}")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith(message)

@@ -15,8 +15,8 @@ go to the env's constructor. As in EPyMARL's gymma wrapper:
 - the env is seeded once, when it is built (its RNG then runs on across resets);
 - the episode is cut at `time_limit` steps (info["episode_limit"]: the learner bootstraps there),
   or earlier where the env ends it itself;
-- the agents' rewards are summed or averaged into the team's (common_reward, reward_scalarisation);
-  per-agent rewards (common_reward=False) are not supported yet.
+- the agents' rewards are summed or averaged into the team's (common_reward, reward_scalarisation), or
+  with common_reward=False step() returns each agent's, an array [n_agents].
 """
 import difflib
 import importlib
@@ -184,9 +184,6 @@ class GymmaEnv(MultiAgentEnv):
         if pretrained_wrapper:
             raise GymmaError(f"env_args.pretrained_wrapper={pretrained_wrapper!r} is not available in marlkit yet "
                              f"(EPyMARL's pretrained MPE adversaries); leave it null")
-        if not common_reward:
-            raise GymmaError("common_reward=False: marlkit's learners take one team reward so far; per-agent "
-                             "rewards are not supported yet")
         if reward_scalarisation not in REWARD_SCALARISATIONS:
             raise GymmaError(f"reward_scalarisation={reward_scalarisation!r}; choose one of: "
                              f"{', '.join(REWARD_SCALARISATIONS)}")
@@ -197,6 +194,7 @@ class GymmaEnv(MultiAgentEnv):
         self.key = key
         self.n_agents = len(self.task.action_spaces)
         self.episode_limit = int(time_limit)
+        self.common_reward = bool(common_reward)
         self.reward_scalarisation = reward_scalarisation
         self.agent_actions = [_action_count(space) for space in self.task.action_spaces]  # [agents]
         self.n_actions = max(self.agent_actions)
@@ -232,7 +230,7 @@ class GymmaEnv(MultiAgentEnv):
         self._observe(*self.task.reset())
         return self.get_obs(), self.get_state()
 
-    def step(self, actions) -> tuple[float, bool, dict]:
+    def step(self, actions) -> tuple[float | np.ndarray, bool, dict]:
         actions = self._checked_actions(actions)
         observations, rewards, terminated, truncated, info = self.task.step(actions)
         self.steps += 1
@@ -240,7 +238,13 @@ class GymmaEnv(MultiAgentEnv):
         cut = not terminated and (truncated or self.steps >= self.episode_limit)
         return self._reward(rewards), terminated or cut, {"episode_limit": cut} if cut else {}
 
-    def _reward(self, rewards: list) -> float:
+    def _reward(self, rewards: list) -> float | np.ndarray:
+        """The team's reward (common_reward), or each agent's [n_agents] (float32)."""
+        if not self.common_reward:
+            if len(rewards) != self.n_agents:
+                raise GymmaError(f"{self.key} gives one team reward, not one per agent: common_reward=False needs "
+                                 f"a task with per-agent rewards")
+            return np.asarray(rewards, dtype=np.float32)
         total = float(np.sum(rewards))
         return total / len(rewards) if self.reward_scalarisation == "mean" else total
 

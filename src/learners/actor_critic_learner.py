@@ -5,7 +5,8 @@ below) for MAPPO and EPyMARL's IPPO, as its ppo_learner.py does.
 One train call on a batch (T stored steps, T-1 transitions; agents a = 1..n, one team reward r_t):
 
 1. With standardise_rewards the rewards are standardised by their running mean and variance (updated
-   with this batch first); every agent gets the team's.
+   with this batch first); every agent gets the team's, or with common_reward=False its own (each
+   agent's rewards then have their own statistics).
 2. Critic, one Adam step (lr, as EPyMARL's one learning rate) on the state values V_i(t) of
    modules/critics/state_value.py against n-step returns (q_nstep) of the target critic's values V':
 
@@ -99,7 +100,8 @@ class ActorCriticLearner(PolicyLearner):
         if args.critic_type not in ("ac_critic", "cv_critic"):
             raise ValueError(f"critic_type={args.critic_type!r}: {args.learner} takes ac_critic or cv_critic")
         self._add_critic(critic_REGISTRY[args.critic_type](scheme, args), critic_lr=args.lr)
-        self.reward_stats = RunningMeanStd((1,)) if args.standardise_rewards else None
+        reward_shape = (1,) if args.common_reward else (self.n_agents,)  # the team's, or each agent's
+        self.reward_stats = RunningMeanStd(reward_shape) if args.standardise_rewards else None
         self.return_stats = RunningMeanStd((self.n_agents,)) if args.standardise_returns else None
 
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int, per_weight: th.Tensor | None = None) -> dict:
@@ -119,7 +121,7 @@ class ActorCriticLearner(PolicyLearner):
         """The taken actions [bs, T-1, n, 1], every agent's (standardised) reward and the valid-step mask
         [bs, T-1, n]; None (logged) when the batch has no valid step."""
         data = batch_transitions(batch)
-        rewards = data.rewards  # [bs, T-1, 1]
+        rewards = data.rewards  # [bs, T-1, 1], or [bs, T-1, n] with per-agent rewards (common_reward=False)
         if self.reward_stats is not None:
             self.reward_stats.update(rewards)
             rewards = (rewards - self.reward_stats.mean) / th.sqrt(self.reward_stats.var)
@@ -127,7 +129,7 @@ class ActorCriticLearner(PolicyLearner):
         if mask.sum() == 0:
             self.logger.console_logger.error(f"{self.args.learner}: no valid step in the batch at t_env {t_env}")
             return None
-        return data.actions, rewards.expand(-1, -1, self.n_agents), mask  # the team's reward for every agent
+        return data.actions, rewards.expand(-1, -1, self.n_agents), mask  # a team reward goes to every agent
 
     def _finish(self, t_env: int, mask: th.Tensor, critic_stats: dict, advantages: th.Tensor, loss: th.Tensor,
                 grad_norm: th.Tensor, policies: th.Tensor) -> None:

@@ -199,7 +199,7 @@ def smallest_int_dtype(n_values: int) -> th.dtype:
     return th.int64
 
 
-def build_scheme(env_info: dict, save_probs: bool = False) -> tuple:
+def build_scheme(env_info: dict, save_probs: bool = False, common_reward: bool = True) -> tuple:
     """Fields stored per step (scheme), the agent group and the preprocess applied on write.
 
     The dtypes are compact, as the buffer holds millions of steps: learners and controllers cast
@@ -212,7 +212,7 @@ def build_scheme(env_info: dict, save_probs: bool = False) -> tuple:
         "obs": {"vshape": env_info["obs_shape"], "group": "agents"},
         "actions": {"vshape": (1,), "group": "agents", "dtype": smallest_int_dtype(env_info["n_actions"])},
         "avail_actions": {"vshape": (env_info["n_actions"],), "group": "agents", "dtype": th.bool},
-        "reward": {"vshape": (1,)},
+        "reward": {"vshape": (1,) if common_reward else (env_info["n_agents"],)},  # the team's, or each agent's
         "terminated": {"vshape": (1,), "dtype": th.bool},
     }
     if save_probs:
@@ -228,7 +228,7 @@ def setup_learning(args: SimpleNamespace, runner, logger: Logger) -> tuple:
         setattr(args, key, env_info[key])
     if args.agent_own_state_size is True:
         args.agent_own_state_size = agent_own_state_size(env_info, logger)
-    scheme, groups, preprocess = build_scheme(env_info, args.save_probs)
+    scheme, groups, preprocess = build_scheme(env_info, args.save_probs, args.common_reward)
     buffer_device = "cpu" if args.buffer_cpu_only else args.device
     # One extra step holds the final state and the action chosen in it.
     max_seq_length = env_info["episode_limit"] + 1

@@ -68,7 +68,7 @@ class Observation(NamedTuple):
 class Transition(NamedTuple):
     """One env step: its reward, terminated flag and info, then the observation that followed."""
 
-    reward: float
+    reward: float | np.ndarray  # the team's, or each agent's [n_agents] with common_reward=False
     terminated: bool
     info: dict
     observation: Observation
@@ -185,7 +185,7 @@ class EpisodeStats:
         self.sums = defaultdict(float)
         self.n_episodes = 0
 
-    def add(self, episode_return: float, length: int, final_info: dict) -> None:
+    def add(self, episode_return: float | np.ndarray, length: int, final_info: dict) -> None:
         self.returns.append(episode_return)
         self.n_episodes += 1
         self.sums["ep_length"] += length
@@ -194,9 +194,18 @@ class EpisodeStats:
                 self.sums[key] += float(value)
 
     def log(self, logger, prefix: str, t_env: int) -> None:
-        """Log return_mean/std and <key>_mean per info key (e.g. battle_won_mean, ep_length_mean), then reset."""
-        logger.log_stat(prefix + "return_mean", np.mean(self.returns), t_env)
-        logger.log_stat(prefix + "return_std", np.std(self.returns), t_env)
+        """Log return_mean/std, or with per-agent rewards (common_reward=False) EPyMARL's agent_<i>_return_mean/std
+        and total_return_mean/std, and <key>_mean per info key (e.g. battle_won_mean, ep_length_mean); then reset."""
+        returns = np.asarray(self.returns)  # [episodes] or [episodes, n_agents]
+        if returns.ndim == 1:
+            logger.log_stat(prefix + "return_mean", returns.mean(), t_env)
+            logger.log_stat(prefix + "return_std", returns.std(), t_env)
+        else:
+            for agent_id in range(returns.shape[1]):
+                logger.log_stat(f"{prefix}agent_{agent_id}_return_mean", returns[:, agent_id].mean(), t_env)
+                logger.log_stat(f"{prefix}agent_{agent_id}_return_std", returns[:, agent_id].std(), t_env)
+            logger.log_stat(prefix + "total_return_mean", returns.sum(-1).mean(), t_env)
+            logger.log_stat(prefix + "total_return_std", returns.sum(-1).std(), t_env)
         for key, total in self.sums.items():
             logger.log_stat(f"{prefix}{key}_mean", total / self.n_episodes, t_env)
         self.clear()
@@ -213,7 +222,8 @@ class _EpisodesInProgress:
 
     def record(self, i: int, transition: Transition) -> None:
         """Account for one env step of env i."""
-        self.returns[i] += float(transition.reward)
+        reward = transition.reward  # the team's (a float) or each agent's (an array, common_reward=False)
+        self.returns[i] += reward if np.ndim(reward) else float(reward)
         self.lengths[i] += 1
         self.ended[i] = bool(transition.terminated)
         self.final_infos[i] = transition.info
