@@ -29,6 +29,7 @@ as default.yaml's value for it (see same_setting).
 """
 import re
 import argparse
+import functools
 import datetime
 import os
 import sys
@@ -151,6 +152,7 @@ def setting(config: dict) -> dict:
     return {key: value for key, value in flat.items() if key not in PER_RUN_KEYS}
 
 
+@functools.cache
 def default_config() -> dict:
     """src/config/default.yaml, flattened to dotted keys."""
     import yaml
@@ -201,8 +203,9 @@ def print_means(folders: list[str], at: list[int]) -> None:
             other = setting(config)
             differing = sorted(key for key in first.keys() | other.keys() if not same_setting(first, other, key))
             if differing:
-                raise ValueError(f"the {name} runs on {where} differ in {differing[0]} ({first.get(differing[0])!r} "
-                                 f"against {other.get(differing[0])!r}): pass their folders separately")
+                key = differing[0]
+                raise ValueError(f"the {name} runs on {where} differ in {key} ({first.get(key, 'absent')!r} "
+                                 f"against {other.get(key, 'absent')!r}): pass their folders separately")
         seeds = ", ".join(str(config.get("seed")) for config, _ in group)
         rows.append(f"| {where} | {name} | {seeds} | {' | '.join(mean_row(group, at))} |")
     print(f"| map or env | algorithm | seeds | {' | '.join(f'test at t_env {step:,}: mean (per seed)' for step in at)} |")

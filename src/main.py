@@ -51,8 +51,9 @@ SRC_DIR = dirname(abspath(__file__))
 REPO_DIR = dirname(SRC_DIR)
 CONFIG_DIR = join(SRC_DIR, "config")
 USAGE_EXIT_CODE = 2
-# The learners that train on each agent's own reward (common_reward=False): EPyMARL's actor-critic ones.
-PER_AGENT_REWARD_LEARNERS = ("actor_critic_learner", "epymarl_ppo_learner")
+# EPyMARL's actor-critic learners: the ones that train on each agent's own reward (common_reward=False),
+# and whose hidden_dim, as in EPyMARL, sets the agent's width too (rnn_hidden_dim) when given alone.
+EPYMARL_LEARNERS = ("actor_critic_learner", "epymarl_ppo_learner")
 # SMAC's env, and SMACv2's: sc2wrapped plays a 10gen map with the capability_config given,
 # sc2v2 one of the 15 scenarios of SMACv2's paper by name (EPyMARL's), from smacv2_configs/.
 SMACV2_ENVS = tuple(env for env in STARCRAFT_ENVS if env != "sc2")
@@ -95,7 +96,8 @@ def complete_config(config: dict, command_name: str, logger) -> dict:
     """Complete the config before sacred records it, so that config.json says what ran and identifies
     the run: the run's seed (sacred would only draw it after this hook), the env's seed, the
     per-worker env seeds derived from it, the training precision train_precision resolves to, for
-    SMAC the engine that plays, whether the run trains or evaluates (run_kind), and its unique_token
+    SMAC the engine that plays, for gymma the reward settings, for EPyMARL's learners the agent width
+    a lone hidden_dim gives, whether the run trains or evaluates (run_kind), and its unique_token
     (the name of its tb_logs/ and models/ folders, which tools match runs by)."""
     check_settings(config)
     seed = config["seed"] if config.get("seed") is not None else get_seed()
@@ -105,6 +107,9 @@ def complete_config(config: dict, command_name: str, logger) -> dict:
         updates["env_args"].update(smac_settings(config))
     if config["env"] == "gymma":
         updates["env_args"].update(gymma_settings(config))
+    if config["learner"] in EPYMARL_LEARNERS and "hidden_dim" in COMMAND_LINE_KEYS \
+            and "rnn_hidden_dim" not in COMMAND_LINE_KEYS:
+        updates["rnn_hidden_dim"] = config["hidden_dim"]  # EPyMARL's one width for agent and critic
     updates["unique_token"] = unique_token(recursive_dict_update(copy.deepcopy(config), copy.deepcopy(updates)))
     if config["env"] in STARCRAFT_ENVS and config["save_replay"]:
         updates["env_args"]["replay_prefix"] = config["env_args"].get("replay_prefix") or updates["unique_token"]
@@ -206,9 +211,9 @@ def check_settings(config: dict) -> None:
     if not config["common_reward"] and config["env"] != "gymma":
         raise InputError(f"common_reward=False (a reward per agent) needs a gymma task: {config['env']} gives one "
                          f"team reward")
-    if not config["common_reward"] and config["learner"] not in PER_AGENT_REWARD_LEARNERS:
+    if not config["common_reward"] and config["learner"] not in EPYMARL_LEARNERS:
         raise InputError(f"common_reward=False (a reward per agent): {config['learner']} trains on one team reward; "
-                         f"the learners that take per-agent rewards: {', '.join(PER_AGENT_REWARD_LEARNERS)} "
+                         f"the learners that take per-agent rewards: {', '.join(EPYMARL_LEARNERS)} "
                          f"(ia2c, maa2c, mappo, ippo_epymarl)")
     if config["reward_scalarisation"] not in REWARD_SCALARISATIONS:
         raise InputError(f"reward_scalarisation={config['reward_scalarisation']!r}; choose one of: "

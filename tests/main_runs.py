@@ -11,33 +11,51 @@ MAIN = os.path.join(REPO, "src", "main.py")
 SERVER = os.path.join(REPO, "tests", "main_server.py")
 
 
+# The environment the tests started with (before any test's monkeypatching): the server's, so that
+# what libraries read from it when imported is the same for every run.
+SERVER_ENV = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+
+
 class _MainServer:
     """tests/main_server.py, started on first use, one per test process."""
 
     def __init__(self) -> None:
         self.process = None
+        self.requests = 0
         self.log = tempfile.TemporaryFile("w+")  # the server's own stderr (what it logs while loading)
 
     def run(self, argv: list, env: dict, timeout: float) -> subprocess.CompletedProcess:
         if self.process is None or self.process.poll() is not None:
-            self.process = subprocess.Popen([sys.executable, SERVER], cwd=REPO, env=env, text=True,
+            self.process = subprocess.Popen([sys.executable, SERVER], cwd=REPO, env=SERVER_ENV, text=True,
                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
+        self.requests += 1
         with tempfile.TemporaryDirectory() as folder:
             out, err = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
-            request = {"argv": list(argv), "env": env, "cwd": REPO, "stdout": out, "stderr": err,
-                       "timeout": timeout}
-            self.process.stdin.write(json.dumps(request) + "\n")
-            self.process.stdin.flush()
-            reply = self.process.stdout.readline()
-            if not reply:
-                self.log.seek(0)
-                raise RuntimeError(f"tests/main_server.py exited with {self.process.wait()}:\n{self.log.read()[-3000:]}")
+            request = {"id": self.requests, "argv": list(argv), "env": env, "cwd": REPO, "stdout": out,
+                       "stderr": err, "timeout": timeout}
+            try:
+                reply = self._ask(request)
+            except BaseException:
+                self.process.kill()  # a reply left unread would answer the next request
+                self.process = None
+                raise
             stdout, stderr = (open(path).read() for path in (out, err))
-        returncode = json.loads(reply)["returncode"]
         command = [sys.executable, MAIN, *argv]
-        if returncode is None:
+        if reply["returncode"] is None:
             raise subprocess.TimeoutExpired(command, timeout, stdout, stderr)
-        return subprocess.CompletedProcess(command, returncode, stdout, stderr)
+        return subprocess.CompletedProcess(command, reply["returncode"], stdout, stderr)
+
+    def _ask(self, request: dict) -> dict:
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            self.log.seek(0)
+            raise RuntimeError(f"tests/main_server.py exited with {self.process.wait()}:\n{self.log.read()[-3000:]}")
+        reply = json.loads(line)
+        if reply["id"] != request["id"]:
+            raise RuntimeError(f"tests/main_server.py answered request {reply['id']}, not {request['id']}")
+        return reply
 
 
 _server = _MainServer()

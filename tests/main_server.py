@@ -11,8 +11,9 @@ parallel op, in the child). What the child cannot see is an environment variable
 it is imported (torch's OMP_NUM_THREADS, Numba's settings): the server starts with the tests' own
 (tests/main_runs.py), and tests that need another, or a real process tree, start main.py themselves.
 
-Protocol, one JSON line each way on stdin/stdout: {"argv", "env", "cwd", "stdout", "stderr",
-"timeout"} -> {"returncode"} (None when the run outlived its timeout and was killed)."""
+Protocol, one JSON line each way on stdin/stdout: {"id", "argv", "env", "cwd", "stdout", "stderr",
+"timeout"} -> {"id", "returncode"} (None when the run, or a process it left behind, outlived its
+timeout and was killed)."""
 import atexit
 import gc
 import importlib
@@ -21,6 +22,7 @@ import os
 import runpy
 import signal
 import sys
+import threading
 import time
 import traceback
 
@@ -42,9 +44,9 @@ def preload() -> None:
 
 
 def run_child(request: dict) -> None:
-    """In the forked child: become `python src/main.py ARGV`, then exit as that process would, its
-    atexit handlers run, but without tearing down every module: in a forked child that teardown
-    touches, and so copies, the whole inherited heap (3 s)."""
+    """In the forked child: become `python src/main.py ARGV`, then exit as that process would (its
+    threads joined, its atexit handlers run), but without tearing down every module: in a forked child
+    that teardown touches, and so copies, the whole inherited heap (3 s)."""
     os.setpgid(0, 0)  # its own process group, so that a timeout kills the run and its workers
     os.chdir(request["cwd"])
     os.environ.clear()
@@ -69,27 +71,42 @@ def run_child(request: dict) -> None:
         if code is not None:
             print(code, file=sys.stderr)
         code = 0 if code is None else 1
+    threading._shutdown()  # what the interpreter does first on exit: join the threads that are not daemons
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
 
 
+def group_alive(pid: int) -> bool:
+    """Whether a process of the child's process group (its env workers, their forkserver) still runs."""
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def wait(pid: int, timeout: float):
-    """The child's exit code (negative: killed by that signal), or None once it ran past timeout."""
+    """The child's exit code (negative: killed by that signal) once it and every process it left in its
+    group have exited, as `subprocess.run` waits for whatever holds the run's output pipes; None when
+    that took longer than timeout (the group is then killed)."""
     deadline = time.monotonic() + timeout
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
+    code = None
+    while code is None or group_alive(pid):
+        if code is None:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            code = os.waitstatus_to_exitcode(status) if done else None
         if time.monotonic() > deadline:
             try:
                 os.killpg(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            os.waitpid(pid, 0)
+            if code is None:
+                os.waitpid(pid, 0)
             return None
         time.sleep(0.02)
+    return code
 
 
 def serve() -> None:
@@ -100,7 +117,7 @@ def serve() -> None:
         pid = os.fork()
         if pid == 0:
             run_child(request)
-        replies.write(json.dumps({"returncode": wait(pid, request["timeout"])}) + "\n")
+        replies.write(json.dumps({"id": request["id"], "returncode": wait(pid, request["timeout"])}) + "\n")
         replies.flush()
 
 

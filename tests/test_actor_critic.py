@@ -154,12 +154,13 @@ def test_epymarl_actor_critic_configs_train_save_and_resume(tmp_path, config, cr
     common = ["--config", config, "--env-config=gymma", "with", "env_args.key=pz-mpe-simple-spread-v3",
               "env_args.time_limit=10", "batch_size_run=2", "buffer_size=2", "batch_size=2", "test_nepisode=2",
               "test_interval=40", "log_interval=40", "learner_log_interval=40", "runner_log_interval=40",
-              "save_model=True", "save_model_interval=40", f"local_results_path={tmp_path}"]
+              "save_model=True", "save_model_interval=40", "hidden_dim=16", f"local_results_path={tmp_path}"]
     proc = run_main(*common, "t_max=80")
     assert proc.returncode == 0, proc.stderr[-3000:]
     folder = run_dir(str(tmp_path), "pz-mpe-simple-spread-v3", config, 1)
     config_json, info = read_json(folder, "config.json"), read_json(folder, "info.json")
     assert config_json["critic_type"] == critic_type and config_json["action_selector"] == "soft_policies"
+    assert config_json["hidden_dim"] == config_json["rnn_hidden_dim"] == 16  # EPyMARL's one width
     for key in ("critic_loss", "td_error_abs", "advantage_mean", "pg_loss", "pi_max", "agent_grad_norm"):
         assert np.all(np.isfinite(info[key])), key
     token = config_json["unique_token"]

@@ -1,5 +1,7 @@
 """gymma: Gymnasium (LBF, RWARE) and PettingZoo (MPE) tasks with the real packages, as EPyMARL's wrapper
 plays them, per-agent rewards (common_reward=False), and their command lines."""
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -59,10 +61,19 @@ def test_the_same_seed_plays_the_same_episodes():
     assert any(not np.array_equal(a[0], b[0]) for a, b in zip(first, other))
 
 
-def test_the_time_limit_cuts_the_episode_and_the_learner_is_told():
+def test_the_time_limit_cuts_the_episode_as_terminal_unless_asked_to_bootstrap():
+    """EPyMARL stores the last step of an episode cut at time_limit as terminal; bootstrap_time_limit
+    tells the learner (info["episode_limit"]) to bootstrap there instead."""
     trace = play(GymmaEnv(key=SPREAD, time_limit=7, seed=0), 7)
-    assert [step[4] for step in trace] == [False] * 6 + [True]
-    assert trace[-1][5] == {"episode_limit": True}
+    assert [step[4] for step in trace] == [False] * 6 + [True] and trace[-1][5] == {}
+    trace = play(GymmaEnv(key=SPREAD, time_limit=7, seed=0, bootstrap_time_limit=True), 7)
+    assert [step[4] for step in trace] == [False] * 6 + [True] and trace[-1][5] == {"episode_limit": True}
+
+
+def test_the_last_step_of_a_pettingzoo_episode_keeps_its_rewards():
+    """MPE retires every agent at max_cycles; that step's rewards count (EPyMARL's wrapper zeroes them)."""
+    trace = play(GymmaEnv(key=SPREAD, time_limit=100, seed=0, max_cycles=5), 5)
+    assert trace[-1][4] and trace[-1][3] < 0
 
 
 def test_an_episode_the_env_ends_itself_is_terminal():
@@ -78,6 +89,52 @@ def test_rewards_are_summed_or_averaged_into_the_teams():
     # simple_spread gives each of its 3 agents the same shared reward (plus collision penalties).
     assert [step[3] for step in summed] == pytest.approx([3 * step[3] for step in averaged])
     assert all(step[3] < 0 for step in summed)
+
+
+class RetiringEnv:
+    """A PettingZoo parallel env whose agent "b" leaves after the first step; "a" plays on for 3."""
+
+    possible_agents = ["a", "b"]
+
+    def __init__(self):
+        from gymnasium.spaces import Box, Discrete
+
+        self.spaces = (Box(-1, 1, (2,)), Discrete(3))
+        self.sent = []
+
+    def observation_space(self, agent):
+        return self.spaces[0]
+
+    def action_space(self, agent):
+        return self.spaces[1]
+
+    def reset(self, seed=None):
+        self.t, self.agents = 0, list(self.possible_agents)
+        return {agent: np.zeros(2, np.float32) for agent in self.agents}, {}
+
+    def step(self, actions):
+        self.sent.append(dict(actions))
+        self.t += 1
+        done = {agent: agent == "b" or self.t == 3 for agent in self.agents}
+        observations = {agent: np.full(2, self.t, np.float32) for agent in self.agents}
+        rewards = {agent: 1.0 for agent in self.agents}
+        self.agents = [agent for agent in self.agents if not done[agent]]
+        return observations, rewards, done, {agent: False for agent in done}, {}
+
+    def close(self):
+        pass
+
+
+def test_an_agent_a_pettingzoo_env_retires_keeps_its_observation_and_may_only_take_action_0(monkeypatch):
+    fake = RetiringEnv()
+    monkeypatch.setattr("envs.gymma.importlib.import_module", lambda name: SimpleNamespace(parallel_env=lambda: fake))
+    env = GymmaEnv(key="pz-fake-retiring-v0", time_limit=10)
+    env.reset()
+    assert env.step([1, 2]) == (2.0, False, {})
+    assert env.get_avail_agent_actions(1).tolist() == [1, 0, 0] and env.get_obs_agent(1).tolist() == [1.0, 1.0]
+    assert env.step([2, 0]) == (1.0, False, {})
+    assert fake.sent[-1] == {"a": 2}  # the retired agent's action is not sent
+    assert env.step([0, 0])[1] is True
 
 
 def test_without_common_reward_each_agent_gets_its_own():

@@ -13,8 +13,9 @@ go to the env's constructor. As in EPyMARL's gymma wrapper:
 - an agent's actions are those of its own Discrete space, the rest of the longest space unavailable
   (and, where the env reports an "action_mask" for an agent in its info, only those it allows);
 - the env is seeded once, when it is built (its RNG then runs on across resets);
-- the episode is cut at `time_limit` steps (info["episode_limit"]: the learner bootstraps there),
-  or earlier where the env ends it itself;
+- the episode is cut at `time_limit` steps, or earlier where the env ends it itself (or truncates it);
+  as in EPyMARL a cut episode's last step is terminal (no bootstrap) unless bootstrap_time_limit is
+  set, which marks it info["episode_limit"] so that the learner bootstraps, as PyMARL2 does on SMAC;
 - the agents' rewards are summed or averaged into the team's (common_reward, reward_scalarisation), or
   with common_reward=False step() returns each agent's, an array [n_agents].
 """
@@ -28,6 +29,7 @@ import numpy as np
 from envs.multiagentenv import MultiAgentEnv
 
 PETTINGZOO_PREFIX = "pz-"
+RETIRED = (1,)  # the action mask of an agent a PettingZoo env has retired: action 0 only
 # PettingZoo families that moved to their own package (PettingZoo >= 1.25 raises on pettingzoo.mpe).
 PETTINGZOO_MOVED = {"mpe": "mpe2"}
 REWARD_SCALARISATIONS = ("sum", "mean")
@@ -83,14 +85,19 @@ class _GymTask:
 
 class _PettingZooTask:
     """A PettingZoo parallel env: dict spaces, observations and rewards by agent name. Agents the env
-    has retired keep their last observation and receive reward 0."""
+    has retired keep their last observation and receive reward 0. Unlike EPyMARL's wrapper, which
+    replaces the rewards of an episode's last step by 0 (its env has retired every agent by then), the
+    last step's rewards count."""
 
     def __init__(self, key: str, kwargs: dict) -> None:
         package, name = _pettingzoo_module(key)
         try:
             module = importlib.import_module(f"{package}.{name}")
         except ModuleNotFoundError as error:
-            if error.name and not f"{package}.{name}".startswith(error.name):
+            if error.name == package and package.startswith("pettingzoo."):
+                raise GymmaError(f"env_args.key={key!r}: PettingZoo has no family {package.split('.')[1]!r}; "
+                                 f"families: {', '.join(_pettingzoo_families())}") from None
+            if error.name != f"{package}.{name}":  # the family's package, or something the env imports
                 raise GymmaError(_missing_package_message(key, error)) from None
             raise GymmaError(_unknown_key_message(key, error, _pettingzoo_keys(key, package))) from None
         self.env = module.parallel_env(**kwargs)
@@ -98,14 +105,12 @@ class _PettingZooTask:
         self.observation_spaces = [self.env.observation_space(agent) for agent in self.agents]
         self.action_spaces = [self.env.action_space(agent) for agent in self.agents]
         self.last_observations: dict = {}
-        self.next_seed = None
 
     def seed(self, seed: int) -> None:
-        self.next_seed = seed  # PettingZoo envs take their seed with reset()
+        self.env.reset(seed=seed)  # PettingZoo envs take their seed with a reset, as EPyMARL seeds them
 
     def reset(self) -> tuple[list, dict]:
-        observations, infos = self.env.reset(seed=self.next_seed)
-        self.next_seed = None
+        observations, infos = self.env.reset()
         self.last_observations = dict(observations)
         return [observations[agent] for agent in self.agents], infos
 
@@ -120,7 +125,10 @@ class _PettingZooTask:
                 [float(rewards.get(agent, 0.0)) for agent in self.agents], done, cut and not done, infos)
 
     def action_masks(self, infos: dict) -> list | None:
-        masks = [infos.get(agent, {}).get("action_mask") for agent in self.agents]
+        """The env's action_mask per agent; an agent the env has retired may only take action 0 (as a
+        dead SMAC unit its no-op), which it never sends to the env."""
+        live = set(self.env.agents)
+        masks = [infos.get(agent, {}).get("action_mask") if agent in live else RETIRED for agent in self.agents]
         return None if all(mask is None for mask in masks) else masks
 
     def close(self) -> None:
@@ -135,6 +143,14 @@ def _pettingzoo_module(key: str) -> tuple[str, str]:
         raise GymmaError(f"env_args.key={key!r}: a PettingZoo key reads pz-<family>-<env-name>, e.g. "
                          f"pz-mpe-simple-spread-v3")
     return PETTINGZOO_MOVED.get(family, f"pettingzoo.{family}"), env_name.replace("-", "_")
+
+
+def _pettingzoo_families() -> list[str]:
+    """The env families of the installed PettingZoo, and those that moved to packages of their own."""
+    import pettingzoo
+
+    families = {module.name for module in pkgutil.iter_modules(pettingzoo.__path__) if module.ispkg}
+    return sorted((families - {"test", "utils", "env_registry"}) | set(PETTINGZOO_MOVED))
 
 
 def _pettingzoo_keys(key: str, package: str) -> list[str]:
@@ -177,7 +193,7 @@ class GymmaEnv(MultiAgentEnv):
 
     def __init__(self, key: str | None = None, time_limit: int = 100, pretrained_wrapper: str | None = None,
                  seed: int | None = None, common_reward: bool = True, reward_scalarisation: str = "sum",
-                 **kwargs: Any) -> None:
+                 bootstrap_time_limit: bool = False, **kwargs: Any) -> None:
         if not key:
             raise GymmaError("gymma needs env_args.key: a Gymnasium id such as "
                              "\"lbforaging:Foraging-8x8-2p-3f-v3\", or a PettingZoo one such as pz-mpe-simple-spread-v3")
@@ -194,6 +210,7 @@ class GymmaEnv(MultiAgentEnv):
         self.key = key
         self.n_agents = len(self.task.action_spaces)
         self.episode_limit = int(time_limit)
+        self.bootstrap_time_limit = bool(bootstrap_time_limit)
         self.common_reward = bool(common_reward)
         self.reward_scalarisation = reward_scalarisation
         self.agent_actions = [_action_count(space) for space in self.task.action_spaces]  # [agents]
@@ -220,10 +237,11 @@ class GymmaEnv(MultiAgentEnv):
             self.observations[agent_id, :flat.shape[0]] = flat
         self.avail = self._unmasked_actions()
         masks = self.task.action_masks(info)
-        if masks is not None:
-            for agent_id, mask in enumerate(masks):
-                if mask is not None:
-                    self.avail[agent_id, :len(mask)] &= np.asarray(mask, dtype=np.int64)
+        for agent_id, mask in enumerate(masks or []):
+            if mask is not None:
+                allowed = np.zeros(self.n_actions, dtype=np.int64)
+                allowed[:len(mask)] = np.asarray(mask, dtype=np.int64)[:self.n_actions]
+                self.avail[agent_id] &= allowed
 
     def reset(self) -> tuple[list[np.ndarray], np.ndarray]:
         self.steps = 0
@@ -236,7 +254,10 @@ class GymmaEnv(MultiAgentEnv):
         self.steps += 1
         self._observe(observations, info)
         cut = not terminated and (truncated or self.steps >= self.episode_limit)
-        return self._reward(rewards), terminated or cut, {"episode_limit": cut} if cut else {}
+        # EPyMARL stores a cut episode's last step as terminal; with bootstrap_time_limit the learner
+        # bootstraps there instead (info["episode_limit"]), as PyMARL2 does on SMAC.
+        bootstrap = cut and self.bootstrap_time_limit
+        return self._reward(rewards), terminated or cut, {"episode_limit": True} if bootstrap else {}
 
     def _reward(self, rewards: list) -> float | np.ndarray:
         """The team's reward (common_reward), or each agent's [n_agents] (float32)."""

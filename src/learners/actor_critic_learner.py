@@ -190,10 +190,16 @@ class ActorCriticLearner(PolicyLearner):
         return {**super().state_dict(), **stats}
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore state_dict's; a checkpoint trained with other standardise_rewards / standardise_returns
+        settings is refused (ValueError), as its statistics would be missing or left unused."""
         super().load_state_dict(state)
-        for name in ("reward_stats", "return_stats"):
-            if getattr(self, name) is not None:
-                getattr(self, name).load_state_dict(state[name])
+        for name, setting in (("reward_stats", "standardise_rewards"), ("return_stats", "standardise_returns")):
+            stats = getattr(self, name)
+            if (stats is None) != (name not in state):
+                raise ValueError(f"the checkpoint was trained with {setting}={name in state}: resume it with the "
+                                 f"same setting")
+            if stats is not None:
+                stats.load_state_dict(state[name])
 
 
 class PPOLearner(ActorCriticLearner):
