@@ -215,8 +215,9 @@ def test_bad_config_raises_clear_errors():
     {"obs_last_action": False},
     {"obs_agent_id": False},
     {"obs_last_action": False, "obs_agent_id": False},
+    {"agent": "rnn", "use_rnn": False},
 ], ids=["plain", "layer_norm", "orthogonal", "layer_norm-orthogonal", "rnn", "no_last_action", "no_agent_id",
-        "obs_only"])
+        "obs_only", "rnn-feed_forward"])
 def test_forward_sequence_matches_stepwise_forward(overrides):
     batch = make_batch(lengths=(T - 1, 2, 4))  # episodes of different lengths, zero padding after
     mac = NMAC(batch.scheme, batch.groups, make_args(**overrides))
@@ -226,8 +227,9 @@ def test_forward_sequence_matches_stepwise_forward(overrides):
     assert th.equal(mac.build_sequence_inputs(batch)[:, 3], mac._build_inputs(batch, 3))
 
 
-@pytest.mark.parametrize("overrides", [{}, {"use_layer_norm": True}, {"agent": "rnn", "obs_agent_id": False}],
-                         ids=["plain", "layer_norm", "rnn-no_agent_id"])
+@pytest.mark.parametrize("overrides", [{}, {"use_layer_norm": True}, {"agent": "rnn", "obs_agent_id": False},
+                                       {"agent": "rnn", "use_rnn": False}],
+                         ids=["plain", "layer_norm", "rnn-no_agent_id", "rnn-feed_forward"])
 def test_forward_sequence_pair_gives_both_controllers_outputs(overrides):
     batch = make_batch(lengths=(T - 1, 2, 4))
     mac = NMAC(batch.scheme, batch.groups, make_args(**overrides))
@@ -286,3 +288,13 @@ def test_agent_checkpoint_keys_stay_pymarl2s():
     assert list(agent.state_dict()) == ["fc1.weight", "fc1.bias", "rnn.weight_ih", "rnn.weight_hh", "rnn.bias_ih",
                                         "rnn.bias_hh", "fc2.weight", "fc2.bias", "layer_norm.weight",
                                         "layer_norm.bias"]
+
+
+def test_a_feed_forward_agent_forgets_the_past():
+    """use_rnn=False (EPyMARL's): the same inputs give the same outputs whatever came before."""
+    batch = make_batch(lengths=(T - 1, T - 1, T - 1))
+    mac = NMAC(batch.scheme, batch.groups, make_args(agent="rnn", use_rnn=False, obs_last_action=False))
+    assert isinstance(mac.agent.rnn, th.nn.Linear)
+    inputs = mac.build_sequence_inputs(batch)  # [bs, T, n_agents, input]
+    fresh = mac.agent(inputs[:, 3])[0]
+    assert th.allclose(mac.forward_sequence(batch)[:, 3], fresh, rtol=0, atol=1e-6)

@@ -1,4 +1,5 @@
-"""Recurrent agent: fc → ReLU → GRUCell → fc, giving Q-values from one step's inputs and memory.
+"""Recurrent agent: fc → ReLU → GRUCell → fc, giving Q-values from one step's inputs and memory
+(with EPyMARL's use_rnn=False: fc → ReLU → fc → ReLU → fc, no memory).
 
 forward runs one step (acting); forward_sequence runs whole episodes with the same weights and
 math: the layers without memory (fc1, fc2) see all steps in one matmul each, and only the GRU's
@@ -23,7 +24,10 @@ class RNNAgent(nn.Module):
         self.args = args
         self.hidden_dim = args.rnn_hidden_dim
         self.fc1 = nn.Linear(input_shape, args.rnn_hidden_dim)
-        self.rnn = nn.GRUCell(args.rnn_hidden_dim, args.rnn_hidden_dim)
+        # EPyMARL's use_rnn=False: a feed-forward layer (ReLU) in the GRU's place, no memory
+        self.recurrent = getattr(args, "use_rnn", True)
+        layer = nn.GRUCell if self.recurrent else nn.Linear
+        self.rnn = layer(args.rnn_hidden_dim, args.rnn_hidden_dim)
         self.fc2 = nn.Linear(args.rnn_hidden_dim, args.n_actions)
 
     def init_hidden(self) -> th.Tensor:
@@ -36,6 +40,9 @@ class RNNAgent(nn.Module):
         leading dims (None = zeros) → (q [..., n_actions], new hidden [..., hidden])."""
         leading = inputs.shape[:-1]  # (bs, n_agents) or (bs*n_agents,)
         x = F.relu(self.fc1(inputs.reshape(-1, inputs.shape[-1])))  # [bs*n_agents, hidden]
+        if not self.recurrent:
+            h = F.relu(self.rnn(x)).view(*leading, -1)  # [..., hidden]
+            return self._head(h, inputs), h
         if hidden_state is not None:
             hidden_state = hidden_state.reshape(-1, self.hidden_dim)  # [bs*n_agents, hidden]
         h = self.rnn(x, hidden_state).view(*leading, -1)  # [..., hidden]
@@ -51,6 +58,8 @@ class RNNAgent(nn.Module):
         if hidden_state is not None:
             hidden_state = hidden_state.reshape(bs * n_agents, self.hidden_dim)  # [bs*n_agents, hidden]
         x = self._sequence_features(inputs)  # [T, bs*n_agents, hidden]
+        if not self.recurrent:
+            return self._sequence_q(F.relu(self.rnn(x)), inputs)
         h = gru_sequence(self.rnn, x, hidden_state, autocast_dtype(inputs.device))  # [T, bs*n_agents, hidden]
         return self._sequence_q(h, inputs)
 
@@ -63,8 +72,13 @@ class RNNAgent(nn.Module):
         x = self._sequence_features(inputs)  # [T, bs*n_agents, hidden]
         with th.no_grad():
             other_x = other._sequence_features(inputs)
-        h, other_h = gru_sequence_pair(self.rnn, x, None, autocast_dtype(inputs.device),
-                                       other=(other.rnn, other_x))  # [T, bs*n_agents, hidden] each
+        if self.recurrent:
+            h, other_h = gru_sequence_pair(self.rnn, x, None, autocast_dtype(inputs.device),
+                                           other=(other.rnn, other_x))  # [T, bs*n_agents, hidden] each
+        else:
+            h = F.relu(self.rnn(x))
+            with th.no_grad():
+                other_h = F.relu(other.rnn(other_x))
         with th.no_grad():
             other_q = other._sequence_q(other_h, inputs)
         outputs = (self._sequence_q(h, inputs), other_q)
