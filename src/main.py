@@ -218,9 +218,9 @@ def check_settings(config: dict) -> None:
     if config["reward_scalarisation"] not in REWARD_SCALARISATIONS:
         raise InputError(f"reward_scalarisation={config['reward_scalarisation']!r}; choose one of: "
                          f"{', '.join(REWARD_SCALARISATIONS)}")
-    if not config["use_rnn"] and config["agent"] != "rnn":
-        raise InputError(f"use_rnn=False makes the rnn agent feed-forward; agent {config['agent']} has no such "
-                         f"setting")
+    if not config["use_rnn"] and config["agent"] not in ("rnn", "rnn_ns"):
+        raise InputError(f"use_rnn=False makes the rnn (or rnn_ns) agent feed-forward; agent {config['agent']} "
+                         f"has no such setting")
     if config.get("resume") and not config["checkpoint_path"]:
         raise InputError("resume=True needs checkpoint_path=<local_results_path>/models/<unique_token>")
     if config.get("resume") and config["evaluate"]:

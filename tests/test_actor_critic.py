@@ -1,5 +1,6 @@
-"""EPyMARL's actor-critic learner (IA2C, MAA2C) on hand-built tensors, its critics' inputs, the
-soft_policies selector, and both configs from the command line."""
+"""EPyMARL's actor-critic learners (IA2C, MAA2C, MAPPO, IPPO) on hand-built tensors, their critics'
+inputs, the non-shared (_ns) agents and critics, the soft_policies selector, and every config from the
+command line."""
 import numpy as np
 import pytest
 import torch as th
@@ -8,7 +9,8 @@ from types import SimpleNamespace
 from components.action_selectors import SoftPoliciesActionSelector
 from learners.actor_critic_learner import clipped_policy_loss, nstep_returns, policy_gradient_loss
 from main_runs import read_json, run_dir, run_main
-from modules.critics.state_value import ACCritic, CentralVCritic
+from modules.agents.rnn_ns_agent import AgentLinear, RNNNSAgent
+from modules.critics.state_value import ACCritic, ACCriticNS, CentralVCritic, CentralVCriticNS
 from utils.running_stats import RunningMeanStd
 
 
@@ -138,6 +140,51 @@ def test_the_central_critic_sees_the_state_and_what_its_settings_add(individual,
         assert th.equal(previous[:, 3, 0], one_hot)  # step 3 sees step 2's joint action
 
 
+def test_agent_linear_is_one_linear_layer_per_agent():
+    th.manual_seed(0)
+    layer = AgentLinear(3, 4, 5)
+    x = th.randn(2, 7, 3, 4)  # [bs, T, n_agents, in]
+    out = layer(x)
+    for agent_id in range(3):
+        linear = th.nn.Linear(4, 5)
+        with th.no_grad():
+            linear.weight.copy_(layer.weight[agent_id].T)
+            linear.bias.copy_(layer.bias[agent_id])
+        assert th.allclose(out[..., agent_id, :], linear(x[..., agent_id, :]), atol=1e-6)
+    assert not th.equal(layer.weight[0], layer.weight[1])  # initialised apart
+
+
+@pytest.mark.parametrize("n_agents", [2, 3, 5])
+@pytest.mark.parametrize("use_rnn", [True, False])
+def test_non_shared_agents_are_independent_and_their_fused_pass_matches_the_steps(n_agents, use_rnn):
+    th.manual_seed(n_agents)
+    args = SimpleNamespace(n_agents=n_agents, rnn_hidden_dim=8, n_actions=4, use_rnn=use_rnn)
+    agent = RNNNSAgent(6, args)
+    inputs = th.randn(2, 5, n_agents, 6)  # [bs, T, n_agents, input]
+    fused = agent.forward_sequence(inputs)
+    assert fused.shape == (2, 5, n_agents, 4)
+    hidden, steps = None, []
+    for t in range(5):
+        q, hidden = agent(inputs[:, t], hidden)
+        steps.append(q)
+    assert th.allclose(fused, th.stack(steps, dim=1), atol=1e-6)
+    with th.no_grad():
+        agent.fc2.weight[n_agents - 1].add_(1.0)  # change the last agent's network only
+    changed = agent.forward_sequence(inputs)
+    assert th.equal(changed[..., :-1, :], fused[..., :-1, :]) and not th.equal(changed[..., -1, :], fused[..., -1, :])
+    if not use_rnn:  # feed-forward: each step from its own inputs
+        assert th.allclose(agent(inputs[:, 3])[0], changed[:, 3], atol=1e-6)
+
+
+def test_non_shared_critics_see_no_agent_id_and_have_a_network_per_agent():
+    batch = Batch()
+    for critic_type, size in ((ACCriticNS, 6), (CentralVCriticNS, 10)):
+        critic = critic_type(SCHEME, critic_args())
+        inputs = critic.build_inputs(batch)
+        assert inputs.shape == (2, 5, 3, size) and critic(inputs).shape == (2, 5, 3, 1)
+        assert critic.fc1.weight.shape == (3, size, 8)
+
+
 def test_soft_policies_sample_the_policy_in_test_episodes_too():
     th.manual_seed(0)
     selector = SoftPoliciesActionSelector(SimpleNamespace())
@@ -148,8 +195,9 @@ def test_soft_policies_sample_the_policy_in_test_episodes_too():
         assert counts[2] == 0 and abs(counts[1].item() - 0.75) < 0.03
 
 
-@pytest.mark.parametrize("config, critic_type", [("ia2c", "ac_critic"), ("maa2c", "cv_critic"), ("mappo", "cv_critic"),
-                                                 ("ippo_epymarl", "ac_critic")])
+@pytest.mark.parametrize("config, critic_type", [
+    ("ia2c", "ac_critic"), ("maa2c", "cv_critic"), ("mappo", "cv_critic"), ("ippo_epymarl", "ac_critic"),
+    ("ia2c_ns", "ac_critic_ns"), ("maa2c_ns", "cv_critic_ns"), ("mappo_ns", "cv_critic_ns"), ("ippo_ns", "ac_critic_ns")])
 def test_epymarl_actor_critic_configs_train_save_and_resume(tmp_path, config, critic_type):
     common = ["--config", config, "--env-config=gymma", "with", "env_args.key=pz-mpe-simple-spread-v3",
               "env_args.time_limit=10", "batch_size_run=2", "buffer_size=2", "batch_size=2", "test_nepisode=2",

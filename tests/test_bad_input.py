@@ -113,7 +113,7 @@ def test_unported_keys_are_not_config_keys():
     ({"load_step": -1}, "load_step=-1 must be at least 0"),
     ({"seed": -1}, "seed=-1 must be within [0, 4294967295]"),
     ({"resume": True}, "resume=True needs checkpoint_path="),
-    ({"use_rnn": False}, "use_rnn=False makes the rnn agent feed-forward; agent n_rnn has no such setting"),
+    ({"use_rnn": False}, "use_rnn=False makes the rnn (or rnn_ns) agent feed-forward; agent n_rnn has no such setting"),
     ({"common_reward": False}, "common_reward=False (a reward per agent) needs a gymma task: sc2 gives one"),
     ({"reward_scalarisation": "max"}, "reward_scalarisation='max'; choose one of: sum, mean"),
     ({"resume": True, "checkpoint_path": "x", "evaluate": True}, "resume=True continues training;"),

@@ -195,8 +195,8 @@ class GymmaEnv(MultiAgentEnv):
                  seed: int | None = None, common_reward: bool = True, reward_scalarisation: str = "sum",
                  bootstrap_time_limit: bool = False, **kwargs: Any) -> None:
         if not key:
-            raise GymmaError("gymma needs env_args.key: a Gymnasium id such as "
-                             "\"lbforaging:Foraging-8x8-2p-3f-v3\", or a PettingZoo one such as pz-mpe-simple-spread-v3")
+            raise GymmaError("gymma needs env_args.key: a Gymnasium id such as \"lbforaging:Foraging-8x8-2p-3f-v3\", "
+                             "or a PettingZoo one such as pz-mpe-simple-spread-v3")
         if pretrained_wrapper:
             raise GymmaError(f"env_args.pretrained_wrapper={pretrained_wrapper!r} is not available in marlkit yet "
                              f"(EPyMARL's pretrained MPE adversaries); leave it null")

@@ -40,6 +40,7 @@ from .policy_learner import PolicyLearner, taken
 from .q_learner import batch_transitions
 
 LOG_EPS = 1e-10  # EPyMARL's: log(p + LOG_EPS)
+CRITIC_TYPES = ("ac_critic", "cv_critic", "ac_critic_ns", "cv_critic_ns")
 
 
 def nstep_returns(rewards: th.Tensor, mask: th.Tensor, values: th.Tensor, nsteps: int, gamma: float,
@@ -97,8 +98,8 @@ class ActorCriticLearner(PolicyLearner):
 
     def __init__(self, mac, scheme: dict, logger, args: SimpleNamespace):
         super().__init__(mac, logger, args)
-        if args.critic_type not in ("ac_critic", "cv_critic"):
-            raise ValueError(f"critic_type={args.critic_type!r}: {args.learner} takes ac_critic or cv_critic")
+        if args.critic_type not in CRITIC_TYPES:
+            raise ValueError(f"critic_type={args.critic_type!r}: {args.learner} takes {', '.join(CRITIC_TYPES)}")
         self._add_critic(critic_REGISTRY[args.critic_type](scheme, args), critic_lr=args.lr)
         reward_shape = (1,) if args.common_reward else (self.n_agents,)  # the team's, or each agent's
         self.reward_stats = RunningMeanStd(reward_shape) if args.standardise_rewards else None

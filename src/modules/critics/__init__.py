@@ -4,7 +4,9 @@ from .coma import COMACritic
 from .fmac import FMACCritic
 from .lica import LICACritic
 from .offpg import OffPGCritic
-from .state_value import ACCritic, CentralVCritic
+from .state_value import ACCritic, ACCriticNS, CentralVCritic, CentralVCriticNS
 
 REGISTRY = {"coma": COMACritic, "lica": LICACritic, "offpg": OffPGCritic, "fmac": FMACCritic,
-            "ac_critic": ACCritic, "cv_critic": CentralVCritic}  # EPyMARL's critic_type names
+            # EPyMARL's critic_type names
+            "ac_critic": ACCritic, "cv_critic": CentralVCritic, "ac_critic_ns": ACCriticNS,
+            "cv_critic_ns": CentralVCriticNS}

@@ -6,6 +6,8 @@ feed-forward network of two hidden layers (hidden_dim wide, ReLU), layer names f
 - ``cv_critic`` (MAA2C, MAPPO): agent i's input is the state, with obs_individual_obs all agents'
   observations, with obs_last_action the joint previous action (zeros at t = 0), and its one-hot id: a
   centralised critic.
+- ``ac_critic_ns``, ``cv_critic_ns`` (the _ns configs): the same inputs without the id, each agent its own
+  network (AgentLinear layers: one batched matmul for all agents).
 """
 from types import SimpleNamespace
 
@@ -15,6 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from components.episode_buffer import EpisodeBatch
+from modules.agents.rnn_ns_agent import AgentLinear
 
 
 def _size(scheme: dict, key: str) -> int:
@@ -22,16 +25,24 @@ def _size(scheme: dict, key: str) -> int:
 
 
 class StateValueCritic(nn.Module):
-    """What both critics share: the network and the agent ids; subclasses say what else goes in."""
+    """What the critics share: the network and the agent ids; subclasses say what else goes in. With
+    `per_agent` (EPyMARL's _ns critics) every agent has its own network (AgentLinear layers) and no id."""
 
-    def __init__(self, input_dim: int, args: SimpleNamespace):
+    def __init__(self, input_dim: int, args: SimpleNamespace, per_agent: bool = False):
         super().__init__()
         self.n_agents = args.n_agents
         self.n_actions = args.n_actions
         self.args = args
-        self.fc1 = nn.Linear(input_dim + self.n_agents, args.hidden_dim)
-        self.fc2 = nn.Linear(args.hidden_dim, args.hidden_dim)
-        self.fc3 = nn.Linear(args.hidden_dim, 1)
+        self.per_agent = per_agent
+        hidden = args.hidden_dim
+        if per_agent:
+            n = self.n_agents
+            self.fc1, self.fc2, self.fc3 = AgentLinear(n, input_dim, hidden), AgentLinear(n, hidden, hidden), \
+                AgentLinear(n, hidden, 1)
+        else:
+            self.fc1 = nn.Linear(input_dim + self.n_agents, hidden)
+            self.fc2 = nn.Linear(hidden, hidden)
+            self.fc3 = nn.Linear(hidden, 1)
 
     def forward(self, inputs: th.Tensor) -> th.Tensor:
         """inputs [..., input] (build_inputs) -> V [..., 1]."""
@@ -40,27 +51,29 @@ class StateValueCritic(nn.Module):
     def build_inputs(self, batch: EpisodeBatch) -> th.Tensor:
         """Every agent's input at every stored step: [bs, T, n_agents, input]."""
         bs, steps, n = batch.batch_size, batch.max_seq_length, self.n_agents
-        ids = th.eye(n, device=batch.device).expand(bs, steps, -1, -1)  # [bs, T, n, n]
-        return th.cat([*self._parts(batch, bs, steps), ids], dim=-1)
+        parts = self._parts(batch, bs, steps)
+        if not self.per_agent:
+            parts.append(th.eye(n, device=batch.device).expand(bs, steps, -1, -1))  # [bs, T, n, n]
+        return th.cat(parts, dim=-1)
 
     def _parts(self, batch: EpisodeBatch, bs: int, steps: int) -> list:
         raise NotImplementedError
 
 
 class ACCritic(StateValueCritic):
-    def __init__(self, scheme: dict, args: SimpleNamespace):
-        super().__init__(_size(scheme, "obs"), args)
+    def __init__(self, scheme: dict, args: SimpleNamespace, per_agent: bool = False):
+        super().__init__(_size(scheme, "obs"), args, per_agent)
 
     def _parts(self, batch: EpisodeBatch, bs: int, steps: int) -> list:
         return [batch["obs"].reshape(bs, steps, self.n_agents, -1)]  # [bs, T, n, obs]
 
 
 class CentralVCritic(StateValueCritic):
-    def __init__(self, scheme: dict, args: SimpleNamespace):
+    def __init__(self, scheme: dict, args: SimpleNamespace, per_agent: bool = False):
         n = args.n_agents
         input_dim = (_size(scheme, "state") + args.obs_individual_obs * n * _size(scheme, "obs")
                      + args.obs_last_action * n * args.n_actions)
-        super().__init__(input_dim, args)
+        super().__init__(input_dim, args, per_agent)
 
     def _parts(self, batch: EpisodeBatch, bs: int, steps: int) -> list:
         n = self.n_agents
@@ -72,3 +85,17 @@ class CentralVCritic(StateValueCritic):
             joint = actions.reshape(bs, steps, 1, n * self.n_actions)  # [bs, T, 1, n*n_actions]
             parts.append(th.cat([th.zeros_like(joint[:, :1]), joint[:, :-1]], dim=1))  # the previous step's
         return [part.expand(-1, -1, n, -1) for part in parts]  # each [bs, T, n, part]
+
+
+class ACCriticNS(ACCritic):
+    """ac_critic_ns: every agent its own critic of its observation (no id)."""
+
+    def __init__(self, scheme: dict, args: SimpleNamespace):
+        super().__init__(scheme, args, per_agent=True)
+
+
+class CentralVCriticNS(CentralVCritic):
+    """cv_critic_ns: every agent its own critic of the state (no id)."""
+
+    def __init__(self, scheme: dict, args: SimpleNamespace):
+        super().__init__(scheme, args, per_agent=True)
