@@ -22,16 +22,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def pytest_sessionstart(session):
-    """Compile the built-in simulator's loops (Numba, cached in src/envs/starcraft/__pycache__)
-    once, before the test processes start: in a fresh clone the first processes that step the
-    simulator, many at a time, would each compile them (about 45 s of CPU each). xdist workers
-    and later sessions find them compiled."""
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection(session):
+    """Compile the built-in simulator's loops (Numba, cached in src/envs/starcraft/__pycache__) once,
+    in the main process before the tests run: in a fresh clone the first processes that step the
+    simulator, many at a time, would each compile them (about 30 s of CPU each). xdist's workers,
+    started already, collect meanwhile and get their first tests once this is done; later sessions
+    find the loops compiled. It runs on pytest's clock, so the suite's time includes it."""
     if hasattr(session.config, "workerinput"):
-        return
+        return None
     from envs.starcraft.backend import compile_builtin_loops
 
     compile_builtin_loops()
+    return None
 
 
 @pytest.fixture
