@@ -110,7 +110,9 @@ def test_every_gymnasium_and_pettingzoo_command_runs(tmp_path):
     commands = readme_commands("### Gymnasium and PettingZoo tasks")
     assert {re.search(r'key="?([a-z]+)', c).group(1) for c in commands} == {"lbforaging", "rware", "pz"}
     for i, command in enumerate(commands):
-        proc = run_main(*shortened(command, str(tmp_path / str(i)), ""))
+        # The envs stepped in the main process: starting env workers for each command is most of its
+        # time, and tests/test_gymma.py runs each family in workers.
+        proc = run_main(*shortened(command, str(tmp_path / str(i)), ""), "env_processes=main")
         assert proc.returncode == 0, f"{command}\n{proc.stderr[-3000:]}"
         assert ("test_total_return_mean" if "common_reward=False" in command else "test_return_mean") in proc.stderr
 
