@@ -218,7 +218,8 @@ class GymmaEnv(MultiAgentEnv):
         self.obs_size = max(_flat_size(space) for space in self.task.observation_spaces)
         self.steps = 0
         self.observations = np.zeros((self.n_agents, self.obs_size), dtype=np.float32)  # [agents, obs]
-        self.avail = self._unmasked_actions()  # [agents, actions]
+        self.unmasked = self._unmasked_actions()  # [agents, actions]: each agent's own actions
+        self.avail = self.unmasked.copy()
         if seed is not None:
             self.task.seed(int(seed))
 
@@ -235,13 +236,13 @@ class GymmaEnv(MultiAgentEnv):
         for agent_id, (space, observation) in enumerate(zip(self.task.observation_spaces, observations)):
             flat = spaces.flatten(space, observation)
             self.observations[agent_id, :flat.shape[0]] = flat
-        self.avail = self._unmasked_actions()
+        np.copyto(self.avail, self.unmasked)
         masks = self.task.action_masks(info)
         for agent_id, mask in enumerate(masks or []):
             if mask is not None:
-                allowed = np.zeros(self.n_actions, dtype=np.int64)
-                allowed[:len(mask)] = np.asarray(mask, dtype=np.int64)[:self.n_actions]
-                self.avail[agent_id] &= allowed
+                mask = np.asarray(mask, dtype=np.int64)[:self.n_actions]
+                self.avail[agent_id, :len(mask)] &= mask
+                self.avail[agent_id, len(mask):] = 0
 
     def reset(self) -> tuple[list[np.ndarray], np.ndarray]:
         self.steps = 0

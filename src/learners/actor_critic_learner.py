@@ -36,7 +36,7 @@ from components.episode_buffer import EpisodeBatch
 from modules.critics import REGISTRY as critic_REGISTRY
 from utils.running_stats import RunningMeanStd
 
-from .policy_learner import PolicyLearner, taken
+from .policy_learner import PolicyLearner, masked_mean, taken
 from .q_learner import batch_transitions
 
 LOG_EPS = 1e-10  # EPyMARL's: log(p + LOG_EPS)
@@ -138,10 +138,9 @@ class ActorCriticLearner(PolicyLearner):
         self.critic_training_steps += 1
         self._update_target_critic()
         if self._logging(t_env):
-            n_valid = mask.sum()
-            self._log({**critic_stats, "advantage_mean": (advantages * mask).sum() / n_valid,
+            self._log({**critic_stats, "advantage_mean": masked_mean(advantages, mask),
                        "pg_loss": loss.detach(), "agent_grad_norm": grad_norm,
-                       "pi_max": (policies.detach().max(dim=-1)[0] * mask).sum() / n_valid}, t_env)
+                       "pi_max": masked_mean(policies.detach().max(dim=-1)[0], mask)}, t_env)
 
     def _train_critic(self, batch: EpisodeBatch, rewards: th.Tensor, mask: th.Tensor,
                       t_env: int) -> tuple[th.Tensor, dict]:
@@ -158,13 +157,11 @@ class ActorCriticLearner(PolicyLearner):
             returns = (returns - self.return_stats.mean) / th.sqrt(self.return_stats.var)
         values = self.critic(inputs)[:, :-1, :, 0]  # [bs, T-1, n]
         masked_td_error = (returns - values) * mask
-        n_valid = mask.sum()
-        loss = masked_td_error.pow(2).sum() / n_valid
+        loss = masked_mean(masked_td_error.pow(2), mask)
         grad_norm = self._optimise(self.critic_optimiser, self.critic_params, loss, t_env)
         stats = {"critic_loss": loss.detach(), "critic_grad_norm": grad_norm,
-                 "td_error_abs": masked_td_error.detach().abs().sum() / n_valid,
-                 "q_taken_mean": (values.detach() * mask).sum() / n_valid,
-                 "target_mean": (returns * mask).sum() / n_valid}
+                 "td_error_abs": masked_mean(masked_td_error.detach().abs(), mask),
+                 "q_taken_mean": masked_mean(values.detach(), mask), "target_mean": masked_mean(returns, mask)}
         return masked_td_error.detach(), stats
 
     def _update_target_critic(self) -> None:
