@@ -16,5 +16,8 @@ REGISTRY = {
     # LICA, RIIT: PyMARL2's lica_mac is its basic controller handing the gumbel selector the masked policy
     # logits, which BasicMAC does for any selector that samples from logits.
     "lica_mac": BasicMAC,
+    # EPyMARL's _ns configs: its controller of non-shared agents runs one network per agent in a loop; here the
+    # rnn_ns agent holds them all as one batched stack, which the basic controller runs.
+    "non_shared_mac": BasicMAC,
     "dop_mac": DOPMAC,  # DOP: policies with the selector's epsilon floor
 }

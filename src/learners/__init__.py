@@ -3,6 +3,7 @@ from .actor_critic_learner import ActorCriticLearner
 from .actor_critic_learner import PPOLearner as EPyMARLPPOLearner
 from .coma_learner import COMALearner
 from .dmaq_qatten_learner import DMAQLearner
+from .epymarl_q_learner import EPyMARLQLearner
 from .fmac_learner import FMACLearner
 from .lica_learner import LICALearner
 from .max_q_learner import MaxQLearner
@@ -27,4 +28,5 @@ REGISTRY = {
     "fmac_learner": FMACLearner,  # RIIT
     "actor_critic_learner": ActorCriticLearner,  # EPyMARL's IA2C, MAA2C
     "epymarl_ppo_learner": EPyMARLPPOLearner,  # EPyMARL's MAPPO and IPPO (its ppo_learner)
+    "epymarl_q_learner": EPyMARLQLearner,  # EPyMARL's IQL, VDN, QMIX (its q_learner)
 }

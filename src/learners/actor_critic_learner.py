@@ -34,7 +34,8 @@ import torch as th
 
 from components.episode_buffer import EpisodeBatch
 from modules.critics import REGISTRY as critic_REGISTRY
-from utils.running_stats import RunningMeanStd
+from utils.running_stats import Standardisation
+from utils.th_utils import follow_targets
 
 from .policy_learner import PolicyLearner, masked_mean, taken
 from .q_learner import batch_transitions
@@ -102,8 +103,8 @@ class ActorCriticLearner(PolicyLearner):
             raise ValueError(f"critic_type={args.critic_type!r}: {args.learner} takes {', '.join(CRITIC_TYPES)}")
         self._add_critic(critic_REGISTRY[args.critic_type](scheme, args), critic_lr=args.lr)
         reward_shape = (1,) if args.common_reward else (self.n_agents,)  # the team's, or each agent's
-        self.reward_stats = RunningMeanStd(reward_shape) if args.standardise_rewards else None
-        self.return_stats = RunningMeanStd((self.n_agents,)) if args.standardise_returns else None
+        self.standardisation = Standardisation(args.standardise_rewards, args.standardise_returns, reward_shape,
+                                               (self.n_agents,))
 
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int, per_weight: th.Tensor | None = None) -> dict:
         """One critic step, then one actor step; per_weight (prioritized replay) is refused at construction."""
@@ -122,10 +123,8 @@ class ActorCriticLearner(PolicyLearner):
         """The taken actions [bs, T-1, n, 1], every agent's (standardised) reward and the valid-step mask
         [bs, T-1, n]; None (logged) when the batch has no valid step."""
         data = batch_transitions(batch)
-        rewards = data.rewards  # [bs, T-1, 1], or [bs, T-1, n] with per-agent rewards (common_reward=False)
-        if self.reward_stats is not None:
-            self.reward_stats.update(rewards)
-            rewards = (rewards - self.reward_stats.mean) / th.sqrt(self.reward_stats.var)
+        # [bs, T-1, 1], or [bs, T-1, n] with per-agent rewards (common_reward=False)
+        rewards = self.standardisation.rewards(data.rewards)
         mask = data.mask.expand(-1, -1, self.n_agents)  # [bs, T-1, n]
         if mask.sum() == 0:
             self.logger.console_logger.error(f"{self.args.learner}: no valid step in the batch at t_env {t_env}")
@@ -147,14 +146,10 @@ class ActorCriticLearner(PolicyLearner):
         """One critic step; the masked advantages G - V [bs, T-1, n] (no gradient) and the step's stats."""
         inputs = self.critic.build_inputs(batch)  # [bs, T, n, input]
         with th.no_grad():
-            target_values = self.target_critic(inputs)[..., 0]  # [bs, T, n]
-        if self.return_stats is not None:
-            target_values = target_values * th.sqrt(self.return_stats.var) + self.return_stats.mean
+            target_values = self.standardisation.values(self.target_critic(inputs)[..., 0])  # [bs, T, n]
         returns = nstep_returns(rewards, mask, target_values, self.args.q_nstep, self.args.gamma,
                                 self.args.add_value_last_step)  # [bs, T-1, n]
-        if self.return_stats is not None:
-            self.return_stats.update(returns)
-            returns = (returns - self.return_stats.mean) / th.sqrt(self.return_stats.var)
+        returns = self.standardisation.returns(returns)
         values = self.critic(inputs)[:, :-1, :, 0]  # [bs, T-1, n]
         masked_td_error = (returns - values) * mask
         loss = masked_mean(masked_td_error.pow(2), mask)
@@ -165,39 +160,23 @@ class ActorCriticLearner(PolicyLearner):
         return masked_td_error.detach(), stats
 
     def _update_target_critic(self) -> None:
-        interval_or_tau = self.args.target_update_interval_or_tau
-        if interval_or_tau > 1:
-            if (self.critic_training_steps - self.last_target_update_step) / interval_or_tau >= 1.0:
-                self.target_critic.load_state_dict(self.critic.state_dict())
-                self.last_target_update_step = self.critic_training_steps
-            return
-        with th.no_grad():
-            for target, param in zip(self.target_critic.parameters(), self.critic.parameters()):
-                target.mul_(1.0 - interval_or_tau).add_(param * interval_or_tau)
+        self.last_target_update_step = follow_targets(
+            self.args.target_update_interval_or_tau, self.critic_training_steps, self.last_target_update_step,
+            lambda: self.target_critic.load_state_dict(self.critic.state_dict()), [(self.target_critic, self.critic)])
 
     def cuda(self) -> None:
         super().cuda()
-        for stats in (self.reward_stats, self.return_stats):
-            if stats is not None:
-                stats.to("cuda")
+        self.standardisation.to("cuda")
 
     def state_dict(self) -> dict:
         """The counters and the running reward / return statistics."""
-        stats = {name: getattr(self, name).state_dict() for name in ("reward_stats", "return_stats")
-                 if getattr(self, name) is not None}
-        return {**super().state_dict(), **stats}
+        return {**super().state_dict(), **self.standardisation.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore state_dict's; a checkpoint trained with other standardise_rewards / standardise_returns
-        settings is refused (ValueError), as its statistics would be missing or left unused."""
+        settings is refused (ValueError)."""
         super().load_state_dict(state)
-        for name, setting in (("reward_stats", "standardise_rewards"), ("return_stats", "standardise_returns")):
-            stats = getattr(self, name)
-            if (stats is None) != (name not in state):
-                raise ValueError(f"the checkpoint was trained with {setting}={name in state}: resume it with the "
-                                 f"same setting")
-            if stats is not None:
-                stats.load_state_dict(state[name])
+        self.standardisation.load_state_dict(state)
 
 
 class PPOLearner(ActorCriticLearner):

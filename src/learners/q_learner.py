@@ -144,6 +144,8 @@ class QLearner:
     MIXER_ALIASES = {"qmix": "qmix_original"}
     # The mixers this learner trains: those that mix [b, t, n_agents] Q-values with the state.
     MIXERS = ("qmix", "qmix_original", "vdn", "qatten")
+    LOSS_STAT = "loss_td"  # the loss's name among the logged stats (PyMARL2's)
+    HALF_SQUARED_ERROR = True  # the loss is half the mean squared TD error (PyMARL2's)
 
     def __init__(self, mac, scheme: dict, logger, args: SimpleNamespace):
         self.args = args
@@ -213,10 +215,7 @@ class QLearner:
         _check_finite("gradient norm", grad_norm, t_env)  # a step with it would make every weight NaN
         self.optimiser.step()
 
-        if (episode_num - self.last_target_update_episode) / self.args.target_update_interval >= 1.0:
-            self._update_targets()
-            self.last_target_update_episode = episode_num
-
+        self._follow_targets(episode_num)
         if logging:
             if self.args.env == "one_step_matrix_game":
                 self._log_matrix(batch, out.mac_out)
@@ -226,6 +225,12 @@ class QLearner:
         if per_weight is None:
             return {}
         return {"td_errors_abs": self._priorities(data.rewards, out.masked_td_error.detach(), out.mask)}
+
+    def _follow_targets(self, episode_num: int) -> None:
+        """After each optimiser step: the hard target update once target_update_interval episodes have passed."""
+        if (episode_num - self.last_target_update_episode) / self.args.target_update_interval >= 1.0:
+            self._update_targets()
+            self.last_target_update_episode = episode_num
 
     def _gradient_stats(self) -> dict:
         """Stats of the gradients before clipping, logged with the others (none here)."""
@@ -242,10 +247,12 @@ class QLearner:
             targets = self._targets(batch, mac_out, target_mac_out, data)  # [bs, T-1, k]
         if self.mixer is not None:
             chosen_action_qvals = self._mix(self.mixer, chosen_action_qvals, batch["state"][:, :-1])  # [bs, T-1, 1]
-        loss, masked_td_error, mask = masked_squared_error(chosen_action_qvals, targets, data.mask, per_weight)
+        loss, masked_td_error, mask = masked_squared_error(chosen_action_qvals, targets, data.mask, per_weight,
+                                                           half=self.HALF_SQUARED_ERROR)
 
         def stats() -> dict:
-            return td_stats(loss, masked_td_error, chosen_action_qvals, targets, mask, self.args.n_agents)
+            return td_stats(loss, masked_td_error, chosen_action_qvals, targets, mask, self.args.n_agents,
+                            loss_name=self.LOSS_STAT)
 
         return LossOutput(loss, stats, masked_td_error, mask, mac_out)
 

@@ -34,3 +34,65 @@ class RunningMeanStd:
     def load_state_dict(self, state: dict) -> None:
         device = self.mean.device
         self.mean, self.var, self.count = state["mean"].to(device), state["var"].to(device), state["count"]
+
+
+class Standardisation:
+    """EPyMARL's two optional standardisations, as its learners apply them:
+
+    - standardise_rewards: rewards are divided, after subtracting their running mean, by their running
+      standard deviation (statistics updated with each batch first, padded steps included, as EPyMARL);
+    - standardise_returns: the target networks' values are de-standardised (``values``) before they join
+      the rewards into returns, and the returns are standardised by their own running statistics
+      (``returns``), so that the trained network sees returns of mean 0 and variance 1.
+
+    Their statistics are the learner's state (``state_dict``): a resumed run continues them."""
+
+    NAMES = (("reward_stats", "standardise_rewards"), ("return_stats", "standardise_returns"))
+
+    def __init__(self, standardise_rewards: bool, standardise_returns: bool, reward_shape: tuple,
+                 return_shape: tuple):
+        self.reward_stats = RunningMeanStd(reward_shape) if standardise_rewards else None
+        self.return_stats = RunningMeanStd(return_shape) if standardise_returns else None
+
+    @staticmethod
+    def _standardised(stats: RunningMeanStd | None, values: th.Tensor) -> th.Tensor:
+        if stats is None:
+            return values
+        stats.update(values)
+        return (values - stats.mean) / th.sqrt(stats.var)
+
+    def rewards(self, rewards: th.Tensor) -> th.Tensor:
+        """Rewards [..., reward_shape] standardised (statistics updated with them first), or unchanged."""
+        return self._standardised(self.reward_stats, rewards)
+
+    def returns(self, returns: th.Tensor) -> th.Tensor:
+        """Returns [..., return_shape] standardised (statistics updated with them first), or unchanged."""
+        return self._standardised(self.return_stats, returns)
+
+    def values(self, values: th.Tensor) -> th.Tensor:
+        """Values a network learned on standardised returns, on the returns' own scale (or unchanged)."""
+        if self.return_stats is None:
+            return values
+        return values * th.sqrt(self.return_stats.var) + self.return_stats.mean
+
+    def to(self, device) -> "Standardisation":
+        for name, _ in self.NAMES:
+            if getattr(self, name) is not None:
+                getattr(self, name).to(device)
+        return self
+
+    def state_dict(self) -> dict:
+        """{"reward_stats": ..., "return_stats": ...}, each only when it is kept."""
+        return {name: getattr(self, name).state_dict() for name, _ in self.NAMES if getattr(self, name) is not None}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore state_dict's (other keys of `state` are ignored); statistics saved under other
+        standardise_rewards / standardise_returns settings are refused (ValueError), as they would be
+        missing or left unused."""
+        for name, setting in self.NAMES:
+            stats = getattr(self, name)
+            if (stats is None) != (name not in state):
+                raise ValueError(f"the checkpoint was trained with {setting}={name in state}: resume it with the "
+                                 f"same setting")
+            if stats is not None:
+                stats.load_state_dict(state[name])

@@ -1,4 +1,6 @@
 """Small torch helpers shared by the agents, controllers, mixers and learners."""
+from typing import Callable
+
 import torch as th
 import torch.nn as nn
 
@@ -7,6 +9,24 @@ def orthogonal_init_(layer: nn.Linear, gain: float = 1.0) -> None:
     """Orthogonal weights scaled by `gain`, zero bias."""
     nn.init.orthogonal_(layer.weight, gain=gain)
     nn.init.zeros_(layer.bias)
+
+
+def follow_targets(interval_or_tau: float, steps: int, last_copy: int, hard_copy: Callable[[], None],
+                   pairs: list[tuple[nn.Module, nn.Module]]) -> int:
+    """EPyMARL's target_update_interval_or_tau, after training step number `steps`: above 1 it is an
+    interval, and ``hard_copy()`` runs once that many steps have passed since `last_copy`; at most 1 it is
+    tau, and every (target, online) module pair moves target <- (1 - tau) target + tau online. Returns the
+    step of the last hard copy."""
+    if interval_or_tau > 1:
+        if (steps - last_copy) / interval_or_tau >= 1.0:
+            hard_copy()
+            return steps
+        return last_copy
+    with th.no_grad():
+        for target, online in pairs:
+            for target_param, param in zip(target.parameters(), online.parameters()):
+                target_param.mul_(1.0 - interval_or_tau).add_(param * interval_or_tau)
+    return last_copy
 
 
 def autocast_dtype(device: th.device) -> th.dtype | None:
