@@ -19,5 +19,8 @@ REGISTRY = {
     # EPyMARL's _ns configs: its controller of non-shared agents runs one network per agent in a loop; here the
     # rnn_ns agent holds them all as one batched stack, which the basic controller runs.
     "non_shared_mac": BasicMAC,
+    # EPyMARL's MADDPG controller: the basic one; its actions come from the soft_policies selector (a draw from
+    # softmax(logits), which EPyMARL's Gumbel-max sample is too), the learner reads the agent's raw logits.
+    "maddpg_mac": BasicMAC,
     "dop_mac": DOPMAC,  # DOP: policies with the selector's epsilon floor
 }

@@ -6,6 +6,7 @@ from .dmaq_qatten_learner import DMAQLearner
 from .epymarl_q_learner import EPyMARLQLearner
 from .fmac_learner import FMACLearner
 from .lica_learner import LICALearner
+from .maddpg_learner import MADDPGLearner
 from .max_q_learner import MaxQLearner
 from .nq_learner import NQLearner
 from .offpg_learner import OffPGLearner
@@ -29,4 +30,5 @@ REGISTRY = {
     "actor_critic_learner": ActorCriticLearner,  # EPyMARL's IA2C, MAA2C
     "epymarl_ppo_learner": EPyMARLPPOLearner,  # EPyMARL's MAPPO and IPPO (its ppo_learner)
     "epymarl_q_learner": EPyMARLQLearner,  # EPyMARL's IQL, VDN, QMIX (its q_learner)
+    "maddpg_learner": MADDPGLearner,  # EPyMARL's MADDPG
 }

@@ -10,7 +10,11 @@ mixers; ``qmix`` is PyMARL's original mixer there, as in EPyMARL) with EPyMARL's
     y_t  = r'_t + gamma * (1 - d_t) * Q'_tot(s_{t+1}, a*_{t+1})
     loss = sum over valid steps of (Q_tot(s_t, a_t) - y_t)^2 / number of valid steps     (no 1/2)
 
-- with standardise_returns, Q' is de-standardised before it joins the rewards and y standardised after;
+- with standardise_returns, Q' is de-standardised before it joins the rewards and y standardised after.
+  The returns' statistics see every entry, padded steps included, as EPyMARL's; but where EPyMARL's double-Q
+  target reads its -9999999 placeholder at padded steps (every action unavailable there) and feeds it to
+  the statistics, which then overflow within a few batches, here the target network's own value is used
+  (its loss is masked out either way);
 - the targets follow target_update_interval_or_tau counted in training steps (a copy every that many
   steps above 1, else a soft update with tau after every step), not target_update_interval episodes;
 - without a mixer (IQL) each agent may learn from its own reward (common_reward=False): rewards and

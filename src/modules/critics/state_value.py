@@ -1,4 +1,4 @@
-"""EPyMARL's state-value critics of its actor-critic learners (critic_type): V per agent from a
+"""EPyMARL's critics of its actor-critic learners (critic_type): V per agent (or MADDPG's Q per agent) from a
 feed-forward network of two hidden layers (hidden_dim wide, ReLU), layer names fc1, fc2, fc3 as EPyMARL's.
 
 - ``ac_critic`` (IA2C, IPPO's EPyMARL preset): agent i's input is its own observation and its one-hot id:
@@ -8,6 +8,7 @@ feed-forward network of two hidden layers (hidden_dim wide, ReLU), layer names f
   centralised critic.
 - ``ac_critic_ns``, ``cv_critic_ns`` (the _ns configs): the same inputs without the id, each agent its own
   network (AgentLinear layers: one batched matmul for all agents).
+- ``maddpg_critic``, ``maddpg_critic_ns`` (MADDPG): Q_i of the state and the joint action (below).
 """
 from types import SimpleNamespace
 
@@ -96,6 +97,40 @@ class ACCriticNS(ACCritic):
 
 class CentralVCriticNS(CentralVCritic):
     """cv_critic_ns: every agent its own critic of the state (no id)."""
+
+    def __init__(self, scheme: dict, args: SimpleNamespace):
+        super().__init__(scheme, args, per_agent=True)
+
+
+class MADDPGCritic(StateValueCritic):
+    """EPyMARL's ``maddpg_critic``: Q_i(s, u) of agent i from the state (with obs_individual_obs its own
+    observation, with obs_last_action its own previous action), its id, and everyone's actions as one-hots
+    [n_agents * n_actions] joined last, so that the learner can hand each agent's critic actions with their
+    own gradients. With `per_agent` (``maddpg_critic_ns``) every agent its own network, without the id."""
+
+    def __init__(self, scheme: dict, args: SimpleNamespace, per_agent: bool = False):
+        input_dim = (_size(scheme, "state") + args.obs_individual_obs * _size(scheme, "obs")
+                     + args.obs_last_action * args.n_actions + args.n_agents * args.n_actions)
+        super().__init__(input_dim, args, per_agent)
+
+    def forward(self, inputs: th.Tensor, joint_actions: th.Tensor) -> th.Tensor:
+        """inputs [..., n_agents, input] (build_inputs), joint_actions [..., n_agents, n_agents * n_actions]
+        -> Q [..., n_agents, 1]."""
+        return super().forward(th.cat([inputs, joint_actions], dim=-1))
+
+    def _parts(self, batch: EpisodeBatch, bs: int, steps: int) -> list:
+        n = self.n_agents
+        parts = [batch["state"].reshape(bs, steps, 1, -1).expand(-1, -1, n, -1)]  # [bs, T, n, state]
+        if self.args.obs_individual_obs:
+            parts.append(batch["obs"].reshape(bs, steps, n, -1))  # [bs, T, n, obs]
+        if self.args.obs_last_action:
+            actions = F.one_hot(batch["actions"][..., 0].long(), self.n_actions).float()  # [bs, T, n, n_actions]
+            parts.append(th.cat([th.zeros_like(actions[:, :1]), actions[:, :-1]], dim=1))  # the previous step's
+        return parts
+
+
+class MADDPGCriticNS(MADDPGCritic):
+    """maddpg_critic_ns: every agent its own critic (no id)."""
 
     def __init__(self, scheme: dict, args: SimpleNamespace):
         super().__init__(scheme, args, per_agent=True)
