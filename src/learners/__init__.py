@@ -10,6 +10,7 @@ from .maddpg_learner import MADDPGLearner
 from .max_q_learner import MaxQLearner
 from .nq_learner import NQLearner
 from .offpg_learner import OffPGLearner
+from .pac_learner import PACLearner
 from .policy_gradient_v2 import PolicyGradientV2Learner
 from .ppo_learner import PPOLearner
 from .q_learner import QLearner
@@ -31,4 +32,5 @@ REGISTRY = {
     "epymarl_ppo_learner": EPyMARLPPOLearner,  # EPyMARL's MAPPO and IPPO (its ppo_learner)
     "epymarl_q_learner": EPyMARLQLearner,  # EPyMARL's IQL, VDN, QMIX (its q_learner)
     "maddpg_learner": MADDPGLearner,  # EPyMARL's MADDPG
+    "pac_learner": PACLearner,  # EPyMARL's PAC (its actor_critic_pac_learner)
 }

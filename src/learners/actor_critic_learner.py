@@ -41,7 +41,6 @@ from .policy_learner import PolicyLearner, masked_mean, taken
 from .q_learner import batch_transitions
 
 LOG_EPS = 1e-10  # EPyMARL's: log(p + LOG_EPS)
-CRITIC_TYPES = ("ac_critic", "cv_critic", "ac_critic_ns", "cv_critic_ns")
 
 
 def nstep_returns(rewards: th.Tensor, mask: th.Tensor, values: th.Tensor, nsteps: int, gamma: float,
@@ -96,11 +95,12 @@ class ActorCriticLearner(PolicyLearner):
     """Trains ``mac`` (a policy: agent_output_type pi_logits) and the state-value critic critic_type."""
 
     COUNTERS = ("log_stats_t", "critic_training_steps", "last_target_update_step")
+    CRITIC_TYPES = ("ac_critic", "cv_critic", "ac_critic_ns", "cv_critic_ns")
 
     def __init__(self, mac, scheme: dict, logger, args: SimpleNamespace):
         super().__init__(mac, logger, args)
-        if args.critic_type not in CRITIC_TYPES:
-            raise ValueError(f"critic_type={args.critic_type!r}: {args.learner} takes {', '.join(CRITIC_TYPES)}")
+        if args.critic_type not in self.CRITIC_TYPES:
+            raise ValueError(f"critic_type={args.critic_type!r}: {args.learner} takes {', '.join(self.CRITIC_TYPES)}")
         self._add_critic(critic_REGISTRY[args.critic_type](scheme, args), critic_lr=args.lr)
         reward_shape = (1,) if args.common_reward else (self.n_agents,)  # the team's, or each agent's
         self.standardisation = Standardisation(args.standardise_rewards, args.standardise_returns, reward_shape,

@@ -1,12 +1,14 @@
 """Critics of the policy-gradient learners (learners/coma_learner.py, lica_learner.py, offpg_learner.py,
-fmac_learner.py, and EPyMARL's actor_critic_learner.py and maddpg_learner.py)."""
+fmac_learner.py, and EPyMARL's actor_critic_learner.py, maddpg_learner.py and pac_learner.py)."""
 from .coma import COMACritic
 from .fmac import FMACCritic
 from .lica import LICACritic
 from .offpg import OffPGCritic
+from .pac import PACCritic, PACCriticNS
 from .state_value import ACCritic, ACCriticNS, CentralVCritic, CentralVCriticNS, MADDPGCritic, MADDPGCriticNS
 
 REGISTRY = {"coma": COMACritic, "lica": LICACritic, "offpg": OffPGCritic, "fmac": FMACCritic,
             # EPyMARL's critic_type names
             "ac_critic": ACCritic, "cv_critic": CentralVCritic, "ac_critic_ns": ACCriticNS,
-            "cv_critic_ns": CentralVCriticNS, "maddpg_critic": MADDPGCritic, "maddpg_critic_ns": MADDPGCriticNS}
+            "cv_critic_ns": CentralVCriticNS, "maddpg_critic": MADDPGCritic, "maddpg_critic_ns": MADDPGCriticNS,
+            "pac_critic": PACCritic, "pac_critic_ns": PACCriticNS}

@@ -29,7 +29,7 @@ class StateValueCritic(nn.Module):
     """What the critics share: the network and the agent ids; subclasses say what else goes in. With
     `per_agent` (EPyMARL's _ns critics) every agent has its own network (AgentLinear layers) and no id."""
 
-    def __init__(self, input_dim: int, args: SimpleNamespace, per_agent: bool = False):
+    def __init__(self, input_dim: int, args: SimpleNamespace, per_agent: bool = False, out_dim: int = 1):
         super().__init__()
         self.n_agents = args.n_agents
         self.n_actions = args.n_actions
@@ -39,14 +39,14 @@ class StateValueCritic(nn.Module):
         if per_agent:
             n = self.n_agents
             self.fc1, self.fc2, self.fc3 = AgentLinear(n, input_dim, hidden), AgentLinear(n, hidden, hidden), \
-                AgentLinear(n, hidden, 1)
+                AgentLinear(n, hidden, out_dim)
         else:
             self.fc1 = nn.Linear(input_dim + self.n_agents, hidden)
             self.fc2 = nn.Linear(hidden, hidden)
-            self.fc3 = nn.Linear(hidden, 1)
+            self.fc3 = nn.Linear(hidden, out_dim)
 
     def forward(self, inputs: th.Tensor) -> th.Tensor:
-        """inputs [..., input] (build_inputs) -> V [..., 1]."""
+        """inputs [..., n_agents, input] (build_inputs) -> V [..., n_agents, out_dim] (out_dim 1 but PAC's)."""
         return self.fc3(F.relu(self.fc2(F.relu(self.fc1(inputs)))))
 
     def build_inputs(self, batch: EpisodeBatch) -> th.Tensor:
@@ -70,11 +70,13 @@ class ACCritic(StateValueCritic):
 
 
 class CentralVCritic(StateValueCritic):
-    def __init__(self, scheme: dict, args: SimpleNamespace, per_agent: bool = False):
+    def __init__(self, scheme: dict, args: SimpleNamespace, per_agent: bool = False, extra_inputs: int = 0,
+                 out_dim: int = 1):
+        """extra_inputs: the width of what a subclass joins to these inputs (PAC's other agents' actions)."""
         n = args.n_agents
         input_dim = (_size(scheme, "state") + args.obs_individual_obs * n * _size(scheme, "obs")
                      + args.obs_last_action * n * args.n_actions)
-        super().__init__(input_dim, args, per_agent)
+        super().__init__(input_dim + extra_inputs, args, per_agent, out_dim)
 
     def _parts(self, batch: EpisodeBatch, bs: int, steps: int) -> list:
         n = self.n_agents

@@ -1,0 +1,97 @@
+"""EPyMARL's Pareto Actor-Critic (``learner: pac_learner``; configs ``pac_ns`` and marlkit's shared ``pac``),
+as EPyMARL's actor_critic_pac_learner.py computes it: each agent's critic Q_i(s, u_{-i}, u_i)
+(modules/critics/pac.py) is trained on the actions taken, but the advantages and targets assume the
+other agents act best for agent i's action: max over u_{-i}.
+
+One train call (T stored steps, T-1 transitions, agents i, valid-step mask m):
+
+1. Targets, from the target critic at the same step (SARSA-like, EPyMARL's pac "sarsa"):
+       Q'_i,t = max over u_{-i} of Q'_i(s_t, u_{-i}, u_i,t)   (u_i,t: the action agent i took)
+       G_i,t  = sum_{k<q_nstep} gamma^k r_{t+k} m_{t+k} + gamma^q_nstep Q'_i,t+q_nstep m_{t+q_nstep}
+   (the return stops at the last transition; no value is added after it).
+2. Critic and state value, one Adam step (lr) over both (one optimiser, one clipped gradient):
+       loss = mean over valid (t, i) of (G - Q_i(s_t, u_{-i,t}, u_i,t))^2 + mean over valid of (G - V_i(s_t))^2
+   with V the state-value network state_value_type (cv_critic_ns: the state, per agent).
+3. Actor, one Adam step (lr): actor_critic_learner's policy-gradient loss with the advantages
+       A_i,t = max over u_{-i} Q_i(s_t, u_{-i}, u_i,t) - V_i(s_t)   (the critic before its step; no gradient)
+   and an entropy coefficient annealed linearly from initial_entropy_coef to final_entropy_coef over the
+   first entropy_end_ratio * t_max env steps.
+4. The target critic follows target_update_interval_or_tau in critic steps (actor_critic_learner).
+
+Stats: actor_critic_learner's (critic_loss is the sum of both losses) and entropy_coef.
+Difference from EPyMARL: its PAC learner standardises the returns when standardise_rewards is set (and
+never the rewards); here standardise_rewards standardises the rewards and standardise_returns the returns,
+as in the other learners (both are off in the presets).
+"""
+from types import SimpleNamespace
+
+import torch as th
+from torch.optim import Adam
+
+from components.episode_buffer import EpisodeBatch
+from modules.critics import REGISTRY as critic_REGISTRY
+from modules.critics.pac import taken_others
+
+from .actor_critic_learner import ActorCriticLearner, nstep_returns, policy_gradient_loss
+from .policy_learner import masked_mean, taken
+
+STATE_VALUE_TYPES = ("cv_critic", "cv_critic_ns")
+
+
+class PACLearner(ActorCriticLearner):
+    """Trains ``mac`` (policies), the PAC critic critic_type and the state value state_value_type."""
+
+    CRITIC_TYPES = ("pac_critic", "pac_critic_ns")
+
+    def __init__(self, mac, scheme: dict, logger, args: SimpleNamespace):
+        super().__init__(mac, scheme, logger, args)
+        if args.state_value_type not in STATE_VALUE_TYPES:
+            raise ValueError(f"state_value_type={args.state_value_type!r}: {args.learner} takes "
+                             f"{', '.join(STATE_VALUE_TYPES)}")
+        self.state_value = critic_REGISTRY[args.state_value_type](scheme, args)
+        self.critic_params += list(self.state_value.parameters())
+        self.critic_optimiser = Adam(params=self.critic_params, lr=args.lr)  # critic and state value together
+        self.networks["state_value.th"] = self.state_value
+        self.optimisers["critic_opt.th"] = self.critic_optimiser
+
+    def entropy_coef(self, t_env: int) -> float:
+        """initial_entropy_coef, annealed linearly to final_entropy_coef at entropy_end_ratio * t_max env steps."""
+        progress = min(1.0, t_env / (self.args.t_max * self.args.entropy_end_ratio))
+        return progress * self.args.final_entropy_coef + (1.0 - progress) * self.args.initial_entropy_coef
+
+    def train(self, batch: EpisodeBatch, t_env: int, episode_num: int, per_weight: th.Tensor | None = None) -> dict:
+        prepared = self._prepare(batch, t_env)
+        if prepared is None:
+            return {}
+        actions, rewards, mask = prepared
+        policies = self._policies(batch)[:, :-1]  # [bs, T-1, n, n_actions]
+        advantages, critic_stats = self._train_critic(batch, rewards, mask, t_env)  # [bs, T-1, n]
+        entropy_coef = self.entropy_coef(t_env)
+        loss, policies = policy_gradient_loss(policies, advantages, actions, mask, entropy_coef)
+        grad_norm = self._optimise(self.agent_optimiser, self.agent_params, loss, t_env)
+        self._finish(t_env, mask, {**critic_stats, "entropy_coef": entropy_coef}, advantages, loss, grad_norm,
+                     policies)
+        return {}
+
+    def _train_critic(self, batch: EpisodeBatch, rewards: th.Tensor, mask: th.Tensor,
+                      t_env: int) -> tuple[th.Tensor, dict]:
+        """One step of the critic and the state value; the advantages [bs, T-1, n] (no gradient) and stats."""
+        actions = batch["actions"][:, :-1].long()  # [bs, T-1, n, 1]
+        inputs = self.critic.build_inputs(batch)[:, :-1]  # [bs, T-1, n, input]
+        with th.no_grad():
+            target_best = taken(self.target_critic.max_over_others(inputs), actions)  # [bs, T-1, n]
+            target_best = self.standardisation.values(target_best)
+            best = taken(self.critic.max_over_others(inputs), actions)  # the critic before its step
+        # [bs, T-1, n]; a zero value after the last transition, which add_value_last_step=False never reads
+        values_after = th.cat([target_best, th.zeros_like(target_best[:, :1])], dim=1)  # [bs, T, n]
+        returns = nstep_returns(rewards, mask, values_after, self.args.q_nstep, self.args.gamma, False)
+        returns = self.standardisation.returns(returns)  # [bs, T-1, n]
+        q_taken = taken(self.critic(inputs, taken_others(batch, self.n_actions)[:, :-1]), actions)  # [bs, T-1, n]
+        state_values = self.state_value(self.state_value.build_inputs(batch))[:, :-1, :, 0]  # [bs, T-1, n]
+        masked_td_error = (returns - q_taken) * mask
+        loss = masked_mean(masked_td_error.pow(2), mask) + masked_mean((returns - state_values).pow(2), mask)
+        grad_norm = self._optimise(self.critic_optimiser, self.critic_params, loss, t_env)
+        stats = {"critic_loss": loss.detach(), "critic_grad_norm": grad_norm,
+                 "td_error_abs": masked_mean(masked_td_error.detach().abs(), mask),
+                 "q_taken_mean": masked_mean(q_taken.detach(), mask), "target_mean": masked_mean(returns, mask)}
+        return (best - state_values.detach()) * mask, stats
