@@ -1,4 +1,4 @@
-"""gymma: Gymnasium (LBF, RWARE) and PettingZoo (MPE) tasks with the real packages, as EPyMARL's wrapper
+"""gymma: Gymnasium (LBF, RWARE), PettingZoo (MPE) and VMAS tasks with the real packages, as EPyMARL's wrapper
 plays them, per-agent rewards (common_reward=False), and their command lines."""
 from types import SimpleNamespace
 
@@ -12,6 +12,7 @@ LBF = "lbforaging:Foraging-8x8-2p-3f-v3"
 RWARE = "rware:rware-tiny-2ag-v2"
 SPREAD = "pz-mpe-simple-spread-v3"
 ADVERSARY = "pz-mpe-simple-adversary-v3"
+BALANCE = "vmas-balance"
 
 
 def play(env: GymmaEnv, steps: int) -> list:
@@ -33,6 +34,7 @@ def play(env: GymmaEnv, steps: int) -> list:
     (LBF, {"state_shape": 30, "obs_shape": 15, "n_actions": 6, "n_agents": 2, "episode_limit": 50}),
     (RWARE, {"state_shape": 142, "obs_shape": 71, "n_actions": 5, "n_agents": 2, "episode_limit": 50}),
     (SPREAD, {"state_shape": 54, "obs_shape": 18, "n_actions": 5, "n_agents": 3, "episode_limit": 50}),
+    (BALANCE, {"state_shape": 48, "obs_shape": 16, "n_actions": 9, "n_agents": 3, "episode_limit": 50}),
 ])
 def test_each_family_gives_smac_shaped_env_info(key, info):
     env = GymmaEnv(key=key, time_limit=50, seed=1)
@@ -52,9 +54,10 @@ def test_observations_of_different_sizes_are_zero_padded():
     assert observations[0][8:].tolist() == [0.0, 0.0] and np.any(observations[1][8:] != 0)
 
 
-def test_the_same_seed_plays_the_same_episodes():
-    first, second = (play(GymmaEnv(key=LBF, time_limit=50, seed=3), 120) for _ in range(2))
-    other = play(GymmaEnv(key=LBF, time_limit=50, seed=4), 120)
+@pytest.mark.parametrize("key, steps", [(LBF, 120), (BALANCE, 30)])
+def test_the_same_seed_plays_the_same_episodes(key, steps):
+    first, second = (play(GymmaEnv(key=key, time_limit=50, seed=3), steps) for _ in range(2))
+    other = play(GymmaEnv(key=key, time_limit=50, seed=4), steps)
     for a, b in zip(first, second):
         np.testing.assert_array_equal(a[0], b[0])
         assert a[3:] == b[3:]
@@ -162,6 +165,7 @@ def test_unavailable_actions_and_wrong_counts_are_refused():
     ({"key": "pz-mpe-simple-sprad-v3"}, "names no env .*did you mean pz-mpe-simple-spread-v3"),
     ({"key": "nosuchpackage:Env-v0"}, "needs the package 'nosuchpackage', which is not installed"),
     ({"key": "pz-mpe"}, "a PettingZoo key reads pz-<family>-<env-name>"),
+    ({"key": "vmas-balanse"}, r"names no env \(VMAS has no scenario 'balanse'\); did you mean vmas-balance"),
     ({"key": SPREAD, "reward_scalarisation": "max"}, "reward_scalarisation='max'; choose one of: sum, mean"),
     ({"key": SPREAD, "pretrained_wrapper": "PretrainedAdversary"}, "is not available in marlkit yet"),
 ])

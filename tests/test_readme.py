@@ -108,7 +108,7 @@ def test_every_quick_start_command_runs(tmp_path):
 
 def test_every_gymnasium_and_pettingzoo_command_runs(tmp_path):
     commands = readme_commands("### Gymnasium and PettingZoo tasks")
-    assert {re.search(r'key="?([a-z]+)', c).group(1) for c in commands} == {"lbforaging", "rware", "pz"}
+    assert {re.search(r'key="?([a-z]+)', c).group(1) for c in commands} == {"lbforaging", "rware", "pz", "vmas"}
     for i, command in enumerate(commands):
         # The envs stepped in the main process: starting env workers for each command is most of its
         # time, and tests/test_gymma.py runs each family in workers.

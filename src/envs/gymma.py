@@ -5,9 +5,10 @@ EPyMARL's env_args (`key`, `time_limit`, `pretrained_wrapper`, `seed`) and rewar
         env_args.key="lbforaging:Foraging-8x8-2p-3f-v3"
 
 `key` is a Gymnasium id, "package:EnvId" importing the package that registers it (lbforaging, rware),
-or "pz-<family>-<env-name>" for a PettingZoo parallel env as EPyMARL names them
-("pz-mpe-simple-spread-v3"; the MPE family comes from the maintained `mpe2` package). Other env_args
-go to the env's constructor. As in EPyMARL's gymma wrapper:
+"pz-<family>-<env-name>" for a PettingZoo parallel env as EPyMARL names them
+("pz-mpe-simple-spread-v3"; the MPE family comes from the maintained `mpe2` package), or
+"vmas-<scenario>" for a VMAS scenario with discrete actions, one env ("vmas-balance"). Other env_args
+go to the env's constructor (VMAS: the scenario's keyword arguments). As in EPyMARL's gymma wrapper:
 - each agent's observation is flattened and zero-padded to the longest one; the state is all agents'
   padded observations joined, agent 0 first;
 - an agent's actions are those of its own Discrete space, the rest of the longest space unavailable
@@ -29,6 +30,7 @@ import numpy as np
 from envs.multiagentenv import MultiAgentEnv
 
 PETTINGZOO_PREFIX = "pz-"
+VMAS_PREFIX = "vmas-"
 RETIRED = (1,)  # the action mask of an agent a PettingZoo env has retired: action 0 only
 # PettingZoo families that moved to their own package (PettingZoo >= 1.25 raises on pettingzoo.mpe).
 PETTINGZOO_MOVED = {"mpe": "mpe2"}
@@ -50,15 +52,19 @@ class _GymTask:
     """A Gymnasium multi-agent env: tuple spaces, one entry per agent; list rewards."""
 
     def __init__(self, key: str, kwargs: dict) -> None:
+        self.env = self._make(key, kwargs)
+        self.observation_spaces = list(self.env.observation_space)
+        self.action_spaces = list(self.env.action_space)
+
+    @staticmethod
+    def _make(key: str, kwargs: dict):
         gym = _gymnasium()
         try:
-            self.env = gym.make(key, **kwargs)
+            return gym.make(key, **kwargs)
         except ModuleNotFoundError as error:
             raise GymmaError(_missing_package_message(key, error)) from None
         except gym.error.Error as error:
             raise GymmaError(_unknown_key_message(key, error)) from None
-        self.observation_spaces = list(self.env.observation_space)
-        self.action_spaces = list(self.env.action_space)
 
     def seed(self, seed: int) -> None:
         unwrapped = self.env.unwrapped
@@ -81,6 +87,32 @@ class _GymTask:
 
     def close(self) -> None:
         self.env.close()
+
+
+class _VMASTask(_GymTask):
+    """A VMAS scenario ("vmas-<scenario>") as EPyMARL builds it: one env (num_envs 1), discrete actions,
+    VMAS's Gymnasium wrapper (tuple spaces, list rewards). Seeding it seeds VMAS's (global) torch, NumPy
+    and random generators, as VMAS does."""
+
+    @staticmethod
+    def _make(key: str, kwargs: dict):
+        try:
+            import vmas
+        except ModuleNotFoundError as error:
+            raise GymmaError(_missing_package_message(key, error)) from None
+        scenario = key[len(VMAS_PREFIX):]
+        if scenario not in _vmas_scenarios():
+            raise GymmaError(_unknown_key_message(key, ValueError(f"VMAS has no scenario {scenario!r}"),
+                                                  [VMAS_PREFIX + name for name in _vmas_scenarios()]))
+        return vmas.make_env(scenario, num_envs=1, continuous_actions=False, dict_spaces=False,
+                             terminated_truncated=True, wrapper="gymnasium", **kwargs)
+
+
+def _vmas_scenarios() -> list[str]:
+    """The names of VMAS's scenarios (its scenarios/ modules, sub-folders included, as EPyMARL registers them)."""
+    folder = importlib.import_module("vmas.scenarios").__path__
+    return sorted(info.name.rpartition(".")[2] for info in pkgutil.walk_packages(folder, "vmas.scenarios.")
+                  if not info.ispkg and "__" not in info.name)
 
 
 class _PettingZooTask:
@@ -196,7 +228,7 @@ class GymmaEnv(MultiAgentEnv):
                  bootstrap_time_limit: bool = False, **kwargs: Any) -> None:
         if not key:
             raise GymmaError("gymma needs env_args.key: a Gymnasium id such as \"lbforaging:Foraging-8x8-2p-3f-v3\", "
-                             "or a PettingZoo one such as pz-mpe-simple-spread-v3")
+                             "a PettingZoo one such as pz-mpe-simple-spread-v3, or a VMAS one such as vmas-balance")
         if pretrained_wrapper:
             raise GymmaError(f"env_args.pretrained_wrapper={pretrained_wrapper!r} is not available in marlkit yet "
                              f"(EPyMARL's pretrained MPE adversaries); leave it null")
@@ -205,7 +237,8 @@ class GymmaEnv(MultiAgentEnv):
                              f"{', '.join(REWARD_SCALARISATIONS)}")
         if int(time_limit) < 1:
             raise GymmaError(f"env_args.time_limit={time_limit} must be at least 1")
-        task_type = _PettingZooTask if key.startswith(PETTINGZOO_PREFIX) else _GymTask
+        task_type = (_PettingZooTask if key.startswith(PETTINGZOO_PREFIX)
+                     else _VMASTask if key.startswith(VMAS_PREFIX) else _GymTask)
         self.task = task_type(key, kwargs)
         self.key = key
         self.n_agents = len(self.task.action_spaces)
