@@ -12,7 +12,8 @@ from components.episode_buffer import EpisodeBatch
 from controllers import REGISTRY as mac_REGISTRY
 from learners import REGISTRY as learner_REGISTRY
 from learners.maddpg_learner import joint_actions, own_gradient_joint_actions
-from learners.q_learner import one_hot, valid_step_mask
+from learners.q_learner import valid_step_mask
+from utils.th_utils import one_hot
 from main_runs import read_json, run_dir, run_main
 from run.run import build_scheme
 from test_learner import N_ACTIONS, N_AGENTS, OBS_DIM, STATE_DIM, FakeLogger, make_args, make_batch

@@ -16,7 +16,7 @@ from components.episode_buffer import EpisodeBatch
 from controllers import REGISTRY as mac_REGISTRY
 from learners import REGISTRY as learner_REGISTRY
 from learners.max_q_learner import MaxQLearner
-from learners.q_learner import one_hot
+from utils.th_utils import one_hot
 from main import build_config
 from main_runs import run_main
 from modules.agents import REGISTRY as agent_REGISTRY

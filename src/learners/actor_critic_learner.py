@@ -38,6 +38,7 @@ from utils.running_stats import Standardisation
 from utils.th_utils import follow_targets
 
 from .policy_learner import PolicyLearner, masked_mean, taken
+from .ppo_learner import clipped_surrogate_loss
 from .q_learner import batch_transitions
 
 LOG_EPS = 1e-10  # EPyMARL's: log(p + LOG_EPS)
@@ -45,33 +46,39 @@ LOG_EPS = 1e-10  # EPyMARL's: log(p + LOG_EPS)
 
 def nstep_returns(rewards: th.Tensor, mask: th.Tensor, values: th.Tensor, nsteps: int, gamma: float,
                   add_value_last_step: bool) -> th.Tensor:
-    """EPyMARL's n-step returns: rewards and mask [bs, T-1, n], values [bs, T, n] -> [bs, T-1, n]."""
+    """EPyMARL's n-step returns: rewards and mask [bs, T-1, n], values [bs, T, n] -> [bs, T-1, n].
+
+    G_t = sum over k < nsteps with t + k < T-1 of gamma^k r_{t+k} m_{t+k}, plus gamma^nsteps V_{t+nsteps}
+    m_{t+nsteps} where t + nsteps < T-1, or else (add_value_last_step) gamma^(T-1-t) V_{T-1}, the value of
+    the last stored step, unmasked (as EPyMARL's loop adds it)."""
     transitions = rewards.shape[1]
-    returns = th.zeros_like(values[:, :-1])  # [bs, T-1, n]
-    for start in range(transitions):
-        total = th.zeros_like(values[:, 0])  # [bs, n]
-        for step in range(nsteps + 1):
-            t = start + step
-            if t >= transitions:
-                break
-            if step == nsteps:
-                total += gamma ** step * values[:, t] * mask[:, t]
-            elif t == transitions - 1 and add_value_last_step:
-                total += gamma ** step * rewards[:, t] * mask[:, t]
-                total += gamma ** (step + 1) * values[:, t + 1]
-            else:
-                total += gamma ** step * rewards[:, t] * mask[:, t]
-        returns[:, start] = total
+    steps = th.arange(transitions, device=rewards.device)
+    ahead = steps[None, :] - steps[:, None]  # [T-1 (t), T-1 (s)]: s - t
+    discounts = th.pow(gamma, ahead.clamp(min=0).to(rewards.dtype))
+    weights = th.where((ahead >= 0) & (ahead < nsteps), discounts, th.zeros_like(discounts))  # [T-1, T-1]
+    returns = th.einsum("ts,bsn->btn", weights, rewards * mask)  # [bs, T-1, n]
+    bootstrapped = max(transitions - nsteps, 0)  # the steps t whose n-step horizon ends inside the episode
+    returns[:, :bootstrapped] += gamma ** nsteps * values[:, nsteps:transitions] * mask[:, nsteps:]
+    if add_value_last_step:
+        remaining = (transitions - steps[bootstrapped:]).to(rewards.dtype)  # [T-1 - bootstrapped]
+        returns[:, bootstrapped:] += th.pow(gamma, remaining)[None, :, None] * values[:, transitions:transitions + 1]
     return returns
+
+
+def _log_pi_and_entropy(policies: th.Tensor, actions: th.Tensor, mask: th.Tensor) -> tuple:
+    """EPyMARL's log pi(u) + 1e-10 of the actions taken and the policies' entropy [bs, T-1, n], and the
+    policies with padded steps at 1 (log 1 = 0): policies [bs, T-1, n, n_actions], actions [bs, T-1, n, 1]."""
+    policies = policies.masked_fill((mask == 0).unsqueeze(-1), 1.0)
+    log_pi_taken = th.log(taken(policies, actions) + LOG_EPS)  # [bs, T-1, n]
+    entropy = -(policies * th.log(policies + LOG_EPS)).sum(-1)  # [bs, T-1, n]
+    return log_pi_taken, entropy, policies
 
 
 def policy_gradient_loss(policies: th.Tensor, advantages: th.Tensor, actions: th.Tensor, mask: th.Tensor,
                          entropy_coef: float) -> tuple[th.Tensor, th.Tensor]:
     """(loss, the policies with padded steps at 1) of EPyMARL's actor: policies [bs, T-1, n, n_actions],
     advantages and mask [bs, T-1, n], actions [bs, T-1, n, 1]."""
-    policies = policies.masked_fill((mask == 0).unsqueeze(-1), 1.0)  # padded steps: log 1 = 0
-    log_pi_taken = th.log(taken(policies, actions) + LOG_EPS)  # [bs, T-1, n]
-    entropy = -(policies * th.log(policies + LOG_EPS)).sum(-1)  # [bs, T-1, n]
+    log_pi_taken, entropy, policies = _log_pi_and_entropy(policies, actions, mask)
     loss = -((advantages * log_pi_taken + entropy_coef * entropy) * mask).sum() / mask.sum()
     return loss, policies
 
@@ -79,15 +86,12 @@ def policy_gradient_loss(policies: th.Tensor, advantages: th.Tensor, actions: th
 def clipped_policy_loss(policies: th.Tensor, old_log_pi_taken: th.Tensor, advantages: th.Tensor,
                         actions: th.Tensor, mask: th.Tensor, eps_clip: float,
                         entropy_coef: float) -> tuple[th.Tensor, th.Tensor]:
-    """(loss, the policies with padded steps at 1) of EPyMARL's PPO actor: the clipped surrogate
-    min(rho A, clip(rho, 1 - eps_clip, 1 + eps_clip) A) with rho = pi(u) / pi_old(u), plus the entropy
-    bonus; shapes as policy_gradient_loss, old_log_pi_taken [bs, T-1, n]."""
-    policies = policies.masked_fill((mask == 0).unsqueeze(-1), 1.0)
-    log_pi_taken = th.log(taken(policies, actions) + LOG_EPS)  # [bs, T-1, n]
-    ratios = th.exp(log_pi_taken - old_log_pi_taken)
-    surrogate = th.min(ratios * advantages, th.clamp(ratios, 1 - eps_clip, 1 + eps_clip) * advantages)
-    entropy = -(policies * th.log(policies + LOG_EPS)).sum(-1)  # [bs, T-1, n]
-    loss = -((surrogate + entropy_coef * entropy) * mask).sum() / mask.sum()
+    """(loss, the policies with padded steps at 1) of EPyMARL's PPO actor: PPO's clipped surrogate
+    (ppo_learner.clipped_surrogate_loss) with rho = pi(u) / pi_old(u), minus the entropy bonus; shapes as
+    policy_gradient_loss, old_log_pi_taken [bs, T-1, n]."""
+    log_pi_taken, entropy, policies = _log_pi_and_entropy(policies, actions, mask)
+    loss = clipped_surrogate_loss(log_pi_taken, old_log_pi_taken, advantages, eps_clip, mask) \
+        - entropy_coef * masked_mean(entropy, mask)
     return loss, policies
 
 
@@ -113,7 +117,7 @@ class ActorCriticLearner(PolicyLearner):
             return {}
         actions, rewards, mask = prepared
         policies = self._policies(batch)[:, :-1]  # [bs, T-1, n, n_actions]
-        advantages, critic_stats = self._train_critic(batch, rewards, mask, t_env)  # [bs, T-1, n]
+        advantages, critic_stats = self._train_critic(self._critic_data(batch), rewards, mask, t_env)  # [bs, T-1, n]
         loss, policies = policy_gradient_loss(policies, advantages, actions, mask, self.args.entropy_coef)
         grad_norm = self._optimise(self.agent_optimiser, self.agent_params, loss, t_env)
         self._finish(t_env, mask, critic_stats, advantages, loss, grad_norm, policies)
@@ -141,12 +145,19 @@ class ActorCriticLearner(PolicyLearner):
                        "pg_loss": loss.detach(), "agent_grad_norm": grad_norm,
                        "pi_max": masked_mean(policies.detach().max(dim=-1)[0], mask)}, t_env)
 
-    def _train_critic(self, batch: EpisodeBatch, rewards: th.Tensor, mask: th.Tensor,
-                      t_env: int) -> tuple[th.Tensor, dict]:
-        """One critic step; the masked advantages G - V [bs, T-1, n] (no gradient) and the step's stats."""
-        inputs = self.critic.build_inputs(batch)  # [bs, T, n, input]
+    def _critic_data(self, batch: EpisodeBatch) -> tuple[th.Tensor, th.Tensor]:
+        """The critic's inputs [bs, T, n, input] and the target critic's values of them [bs, T, n] (no
+        gradient; as the network gives them, before any de-standardisation)."""
+        inputs = self.critic.build_inputs(batch)
         with th.no_grad():
-            target_values = self.standardisation.values(self.target_critic(inputs)[..., 0])  # [bs, T, n]
+            return inputs, self.target_critic(inputs)[..., 0]
+
+    def _train_critic(self, critic_data: tuple[th.Tensor, th.Tensor], rewards: th.Tensor, mask: th.Tensor,
+                      t_env: int) -> tuple[th.Tensor, dict]:
+        """One critic step on _critic_data's inputs and target values; the masked advantages G - V
+        [bs, T-1, n] (no gradient) and the step's stats."""
+        inputs, target_values = critic_data
+        target_values = self.standardisation.values(target_values)  # [bs, T, n]
         returns = nstep_returns(rewards, mask, target_values, self.args.q_nstep, self.args.gamma,
                                 self.args.add_value_last_step)  # [bs, T-1, n]
         returns = self.standardisation.returns(returns)
@@ -185,7 +196,8 @@ class PPOLearner(ActorCriticLearner):
     advantages come from the critic as it is at that epoch), then one actor step on the clipped
     surrogate (clipped_policy_loss) against the policy the batch was collected with. That policy is the
     controller as the call starts (EPyMARL keeps a copy, old_mac, equal to it then); the target critic
-    is updated once per call, and the stats are those of the last epoch."""
+    is updated once per call (so its values are computed once, where EPyMARL recomputes them each epoch),
+    and the stats are those of the last epoch."""
 
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int, per_weight: th.Tensor | None = None) -> dict:
         prepared = self._prepare(batch, t_env)
@@ -195,9 +207,10 @@ class PPOLearner(ActorCriticLearner):
         with th.no_grad():
             old_policies = self._policies(batch)[:, :-1].masked_fill((mask == 0).unsqueeze(-1), 1.0)
             old_log_pi_taken = th.log(taken(old_policies, actions) + LOG_EPS)  # [bs, T-1, n]
+        critic_data = self._critic_data(batch)  # the target critic does not change within the call
         for _ in range(self.args.epochs):
             policies = self._policies(batch)[:, :-1]  # [bs, T-1, n, n_actions]
-            advantages, critic_stats = self._train_critic(batch, rewards, mask, t_env)  # [bs, T-1, n]
+            advantages, critic_stats = self._train_critic(critic_data, rewards, mask, t_env)  # [bs, T-1, n]
             loss, policies = clipped_policy_loss(policies, old_log_pi_taken, advantages, actions, mask,
                                                  self.args.eps_clip, self.args.entropy_coef)
             grad_norm = self._optimise(self.agent_optimiser, self.agent_params, loss, t_env)

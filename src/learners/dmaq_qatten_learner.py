@@ -18,9 +18,10 @@ on a CPU; here they follow the batch's device.
 import torch as th
 
 from components.episode_buffer import EpisodeBatch
+from utils.th_utils import one_hot
 
 from .nq_learner import NQLearner
-from .q_learner import UNAVAILABLE_Q, LossOutput, Transitions, masked_squared_error, one_hot, td_stats
+from .q_learner import UNAVAILABLE_Q, LossOutput, Transitions, masked_squared_error, td_stats
 
 
 class DMAQLearner(NQLearner):

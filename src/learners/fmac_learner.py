@@ -29,9 +29,10 @@ from components.episode_buffer import EpisodeBatch
 from modules.critics import FMACCritic
 from modules.mixers import REGISTRY as mixer_REGISTRY
 from utils.rl_utils import build_td_lambda_targets
+from utils.th_utils import one_hot
 
 from .policy_learner import PolicyLearner, adaptive_entropy_loss, entropy, masked_mean
-from .q_learner import Transitions, batch_transitions, one_hot
+from .q_learner import Transitions, batch_transitions
 
 # PyMARL2's fmac_learner builds its modules/mixers/qmix.py (marlkit's qmix_original) for "qmix".
 MIXERS = {"qmix": "qmix_original", "vdn": "vdn"}

@@ -30,10 +30,11 @@ import torch as th
 from components.episode_buffer import EpisodeBatch
 from modules.critics import LICACritic
 from utils.rl_utils import build_td_lambda_targets
+from utils.th_utils import one_hot
 
 from .coma_learner import renormalise_available
 from .policy_learner import PolicyLearner, adaptive_entropy_loss, entropy, masked_mean
-from .q_learner import Transitions, batch_transitions, one_hot
+from .q_learner import Transitions, batch_transitions
 
 
 class LICALearner(PolicyLearner):

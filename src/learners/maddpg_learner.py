@@ -40,10 +40,10 @@ from components.action_selectors import UNAVAILABLE_LOGIT, gumbel_softmax
 from components.episode_buffer import EpisodeBatch
 from modules.critics import REGISTRY as critic_REGISTRY
 from utils.running_stats import Standardisation
-from utils.th_utils import follow_targets
+from utils.th_utils import follow_targets, one_hot
 
 from .policy_learner import PolicyLearner, masked_mean
-from .q_learner import TARGET_DIR, batch_transitions, one_hot
+from .q_learner import TARGET_DIR, batch_transitions
 
 CRITIC_TYPES = ("maddpg_critic", "maddpg_critic_ns")
 

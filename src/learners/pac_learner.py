@@ -65,7 +65,7 @@ class PACLearner(ActorCriticLearner):
             return {}
         actions, rewards, mask = prepared
         policies = self._policies(batch)[:, :-1]  # [bs, T-1, n, n_actions]
-        advantages, critic_stats = self._train_critic(batch, rewards, mask, t_env)  # [bs, T-1, n]
+        advantages, critic_stats = self._train_critic_and_value(batch, rewards, mask, t_env)  # [bs, T-1, n]
         entropy_coef = self.entropy_coef(t_env)
         loss, policies = policy_gradient_loss(policies, advantages, actions, mask, entropy_coef)
         grad_norm = self._optimise(self.agent_optimiser, self.agent_params, loss, t_env)
@@ -73,8 +73,8 @@ class PACLearner(ActorCriticLearner):
                      policies)
         return {}
 
-    def _train_critic(self, batch: EpisodeBatch, rewards: th.Tensor, mask: th.Tensor,
-                      t_env: int) -> tuple[th.Tensor, dict]:
+    def _train_critic_and_value(self, batch: EpisodeBatch, rewards: th.Tensor, mask: th.Tensor,
+                                t_env: int) -> tuple[th.Tensor, dict]:
         """One step of the critic and the state value; the advantages [bs, T-1, n] (no gradient) and stats."""
         actions = batch["actions"][:, :-1].long()  # [bs, T-1, n, 1]
         inputs = self.critic.build_inputs(batch)[:, :-1]  # [bs, T-1, n, input]

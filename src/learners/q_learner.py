@@ -131,11 +131,6 @@ def td_stats(loss: th.Tensor, masked_td_error: th.Tensor, chosen: th.Tensor, tar
             "target_mean": (targets * mask).sum().item() / per_agent}
 
 
-def one_hot(actions: th.Tensor, n_actions: int) -> th.Tensor:
-    """Actions [..., 1] (integers) -> one-hot [..., n_actions] in float32."""
-    return th.nn.functional.one_hot(actions.squeeze(-1).long(), n_actions).float()
-
-
 class QLearner:
     """Trains ``mac`` (and the mixer named by ``args.mixer``; None = independent Q-learning)."""
 

@@ -26,8 +26,9 @@ steps and agents; here each step sees its own agents' memories.
 import torch as th
 
 from components.episode_buffer import EpisodeBatch
+from utils.th_utils import one_hot
 
-from .q_learner import UNAVAILABLE_Q, LossOutput, QLearner, Transitions, masked_squared_error, one_hot
+from .q_learner import UNAVAILABLE_Q, LossOutput, QLearner, Transitions, masked_squared_error
 
 
 class QTranLearner(QLearner):

@@ -11,6 +11,16 @@ def orthogonal_init_(layer: nn.Linear, gain: float = 1.0) -> None:
     nn.init.zeros_(layer.bias)
 
 
+def one_hot(actions: th.Tensor, n_actions: int) -> th.Tensor:
+    """Actions [..., 1] (integers) -> one-hot [..., n_actions] in float32."""
+    return th.nn.functional.one_hot(actions.squeeze(-1).long(), n_actions).float()
+
+
+def previous_steps(x: th.Tensor) -> th.Tensor:
+    """x [bs, T, ...] one step later in time: step t holds x's step t - 1, zeros at t = 0 (e.g. last actions)."""
+    return th.cat([th.zeros_like(x[:, :1]), x[:, :-1]], dim=1)
+
+
 def follow_targets(interval_or_tau: float, steps: int, last_copy: int, hard_copy: Callable[[], None],
                    pairs: list[tuple[nn.Module, nn.Module]]) -> int:
     """EPyMARL's target_update_interval_or_tau, after training step number `steps`: above 1 it is an

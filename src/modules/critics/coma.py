@@ -13,6 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from components.episode_buffer import EpisodeBatch
+from utils.th_utils import one_hot, previous_steps
 
 HIDDEN = 128  # PyMARL2's width of both hidden layers
 
@@ -38,10 +39,10 @@ class COMACritic(nn.Module):
         bs, steps, n = batch.batch_size, batch.max_seq_length, self.n_agents
         state = batch["state"].reshape(bs, steps, 1, -1).expand(-1, -1, n, -1)  # [bs, T, n, state]
         obs = batch["obs"].reshape(bs, steps, n, -1)  # [bs, T, n, obs]
-        actions = F.one_hot(batch["actions"][..., 0].long(), self.n_actions).float()  # [bs, T, n, n_actions]
+        actions = one_hot(batch["actions"], self.n_actions)  # [bs, T, n, n_actions]
         joint = actions.reshape(bs, steps, 1, n * self.n_actions)  # [bs, T, 1, n*n_actions]
         others = joint * self._others_mask(actions.device)  # [bs, T, n, n*n_actions]
-        last_joint = th.cat([th.zeros_like(joint[:, :1]), joint[:, :-1]], dim=1).expand(-1, -1, n, -1)
+        last_joint = previous_steps(joint).expand(-1, -1, n, -1)  # [bs, T, n, n*n_actions]
         ids = th.eye(n, device=actions.device).expand(bs, steps, -1, -1)  # [bs, T, n, n]
         return th.cat([state, obs, others, last_joint, ids], dim=-1)  # [bs, T, n, input]
 

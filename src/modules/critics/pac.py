@@ -11,9 +11,9 @@ import itertools
 from types import SimpleNamespace
 
 import torch as th
-import torch.nn.functional as F
 
 from components.episode_buffer import EpisodeBatch
+from utils.th_utils import one_hot
 
 from .state_value import CentralVCritic
 
@@ -68,4 +68,4 @@ class PACCriticNS(PACCritic):
 
 def taken_others(batch: EpisodeBatch, n_actions: int) -> th.Tensor:
     """The other agents' actions taken at every stored step, for each agent: [bs, T, n, (n-1)*n_actions]."""
-    return other_agents_actions(F.one_hot(batch["actions"][..., 0].long(), n_actions).float())
+    return other_agents_actions(one_hot(batch["actions"], n_actions))

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 from components.episode_buffer import EpisodeBatch
 from modules.agents.rnn_ns_agent import AgentLinear
+from utils.th_utils import one_hot, previous_steps
 
 
 def _size(scheme: dict, key: str) -> int:
@@ -84,9 +85,8 @@ class CentralVCritic(StateValueCritic):
         if self.args.obs_individual_obs:
             parts.append(batch["obs"].reshape(bs, steps, 1, -1))  # [bs, T, 1, n*obs]
         if self.args.obs_last_action:
-            actions = F.one_hot(batch["actions"][..., 0].long(), self.n_actions).float()  # [bs, T, n, n_actions]
-            joint = actions.reshape(bs, steps, 1, n * self.n_actions)  # [bs, T, 1, n*n_actions]
-            parts.append(th.cat([th.zeros_like(joint[:, :1]), joint[:, :-1]], dim=1))  # the previous step's
+            actions = one_hot(batch["actions"], self.n_actions)  # [bs, T, n, n_actions]
+            parts.append(previous_steps(actions.reshape(bs, steps, 1, n * self.n_actions)))  # [bs, T, 1, n*n_actions]
         return [part.expand(-1, -1, n, -1) for part in parts]  # each [bs, T, n, part]
 
 
@@ -126,8 +126,7 @@ class MADDPGCritic(StateValueCritic):
         if self.args.obs_individual_obs:
             parts.append(batch["obs"].reshape(bs, steps, n, -1))  # [bs, T, n, obs]
         if self.args.obs_last_action:
-            actions = F.one_hot(batch["actions"][..., 0].long(), self.n_actions).float()  # [bs, T, n, n_actions]
-            parts.append(th.cat([th.zeros_like(actions[:, :1]), actions[:, :-1]], dim=1))  # the previous step's
+            parts.append(previous_steps(one_hot(batch["actions"], self.n_actions)))  # [bs, T, n, n_actions]
         return parts
 
 
