@@ -47,12 +47,16 @@ def test_each_critic_sees_the_joint_action_with_only_its_own_agents_gradient():
         assert grad[:, :, [j for j in range(N_AGENTS) if j != i]].abs().sum() == 0
 
 
-@pytest.mark.parametrize("critic_type, per_agent", [("maddpg_critic", False), ("maddpg_critic_ns", True)])
-def test_the_critics_inputs_are_state_id_and_joint_action(critic_type, per_agent):
-    learner, _ = make_learner(critic_type=critic_type, obs_agent_id=not per_agent)
+@pytest.mark.parametrize("critic_type, agent_id, width", [("maddpg_critic", True, STATE_DIM + N_AGENTS),
+                                                           ("maddpg_critic", False, STATE_DIM),
+                                                           ("maddpg_critic_ns", False, STATE_DIM)])
+def test_the_critics_inputs_are_state_id_and_joint_action(critic_type, agent_id, width):
+    """The id goes in with obs_agent_id (EPyMARL's shared critic), never into the per-agent critics."""
+    learner, _ = make_learner(critic_type=critic_type, obs_agent_id=agent_id,
+                              agent="rnn_ns" if critic_type.endswith("_ns") else "rnn")
     batch = make_batch()
     inputs = learner.critic.build_inputs(batch)  # [bs, T, n, state (+ id)]
-    assert inputs.shape[-1] == STATE_DIM + (0 if per_agent else N_AGENTS)
+    assert inputs.shape[-1] == width
     assert th.equal(inputs[..., :STATE_DIM], batch["state"].unsqueeze(2).expand(-1, -1, N_AGENTS, -1))
     joint = joint_actions(one_hot(batch["actions"], N_ACTIONS))
     assert learner.critic(inputs, joint).shape == (*inputs.shape[:3], 1)

@@ -288,6 +288,9 @@ BUILTIN_3M = {"map_name": "3m", "backend": "builtin"}
     ("one_step_matrix_game", {}, 16, False, False),
     ("sc2", BUILTIN_3M, 2, False, False),
     ("sc2", BUILTIN_3M, 4, False, True),  # the workers step the envs side by side
+    ("gymma", {"key": "lbforaging:Foraging-8x8-2p-3f-v3"}, 16, False, False),
+    ("gymma", {"key": "pz-mpe-simple-spread-v3"}, 2, False, False),
+    ("gymma", {"key": "vmas-balance"}, 2, False, True),  # VMAS draws from torch's global generator
     ("countdown", {}, 2, False, True),  # an env the runner knows nothing about
     ("sc2", BUILTIN_3M, 2, True, True),  # one replay file per process
 ])

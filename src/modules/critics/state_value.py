@@ -28,21 +28,24 @@ def _size(scheme: dict, key: str) -> int:
 
 class StateValueCritic(nn.Module):
     """What the critics share: the network and the agent ids; subclasses say what else goes in. With
-    `per_agent` (EPyMARL's _ns critics) every agent has its own network (AgentLinear layers) and no id."""
+    `per_agent` (EPyMARL's _ns critics) every agent has its own network (AgentLinear layers) and no id;
+    `with_id` False leaves the id out of a shared network too (MADDPG's critic with obs_agent_id False)."""
 
-    def __init__(self, input_dim: int, args: SimpleNamespace, per_agent: bool = False, out_dim: int = 1):
+    def __init__(self, input_dim: int, args: SimpleNamespace, per_agent: bool = False, out_dim: int = 1,
+                 with_id: bool = True):
         super().__init__()
         self.n_agents = args.n_agents
         self.n_actions = args.n_actions
         self.args = args
         self.per_agent = per_agent
+        self.with_id = with_id and not per_agent
         hidden = args.hidden_dim
         if per_agent:
             n = self.n_agents
             self.fc1, self.fc2, self.fc3 = AgentLinear(n, input_dim, hidden), AgentLinear(n, hidden, hidden), \
                 AgentLinear(n, hidden, out_dim)
         else:
-            self.fc1 = nn.Linear(input_dim + self.n_agents, hidden)
+            self.fc1 = nn.Linear(input_dim + self.with_id * self.n_agents, hidden)
             self.fc2 = nn.Linear(hidden, hidden)
             self.fc3 = nn.Linear(hidden, out_dim)
 
@@ -54,7 +57,7 @@ class StateValueCritic(nn.Module):
         """Every agent's input at every stored step: [bs, T, n_agents, input]."""
         bs, steps, n = batch.batch_size, batch.max_seq_length, self.n_agents
         parts = self._parts(batch, bs, steps)
-        if not self.per_agent:
+        if self.with_id:
             parts.append(th.eye(n, device=batch.device).expand(bs, steps, -1, -1))  # [bs, T, n, n]
         return th.cat(parts, dim=-1)
 
@@ -106,14 +109,15 @@ class CentralVCriticNS(CentralVCritic):
 
 class MADDPGCritic(StateValueCritic):
     """EPyMARL's ``maddpg_critic``: Q_i(s, u) of agent i from the state (with obs_individual_obs its own
-    observation, with obs_last_action its own previous action), its id, and everyone's actions as one-hots
+    observation, with obs_last_action its own previous action), its id (with obs_agent_id, as EPyMARL's), and
+    everyone's actions as one-hots
     [n_agents * n_actions] joined last, so that the learner can hand each agent's critic actions with their
     own gradients. With `per_agent` (``maddpg_critic_ns``) every agent its own network, without the id."""
 
     def __init__(self, scheme: dict, args: SimpleNamespace, per_agent: bool = False):
         input_dim = (_size(scheme, "state") + args.obs_individual_obs * _size(scheme, "obs")
                      + args.obs_last_action * args.n_actions + args.n_agents * args.n_actions)
-        super().__init__(input_dim, args, per_agent)
+        super().__init__(input_dim, args, per_agent, with_id=args.obs_agent_id)
 
     def forward(self, inputs: th.Tensor, joint_actions: th.Tensor) -> th.Tensor:
         """inputs [..., n_agents, input] (build_inputs), joint_actions [..., n_agents, n_agents * n_actions]

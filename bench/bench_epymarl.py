@@ -1,0 +1,80 @@
+"""End-to-end training speed of EPyMARL's presets on LBF: marlkit against EPyMARL's own code, same machine, one run.
+
+Usage (from the repository root):
+    python bench/bench_epymarl.py --epymarl PATH [--t-max 30000] [--warm-steps 6000] [--algs qmix mappo]
+
+PATH is a checkout of EPyMARL (github.com/uoe-agents/epymarl; not part of this repository, e.g.
+`git clone https://github.com/uoe-agents/epymarl /tmp/epymarl`), run with this Python (its packages:
+torch, sacred, gymnasium, lbforaging, as marlkit's requirements.txt installs them). EPyMARL imports
+`smaclite` at start even for gymma tasks; an empty stand-in module is put on its PYTHONPATH.
+
+Each algorithm runs once in each code base, one after the other, with the same command on
+Foraging-8x8-2p-3f-v3 (time_limit 50, seed 1, a test every t_max / 8 steps for timing points) and each
+code base's preset of it: EPyMARL's qmix.yaml is marlkit's qmix_epymarl, mappo is mappo in both. The steady rate is env steps per second between the first
+test at or after --warm-steps and the last test (bench_e2e.steady_rate); "overall" is t_max over the whole
+wall-clock. The ratio is marlkit's rate over EPyMARL's.
+"""
+import argparse
+import datetime
+import os
+import platform
+import sys
+import tempfile
+
+import psutil
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_e2e import REPO, run_workload, steady_rate  # noqa: E402
+
+TASK = ["--env-config=gymma", "with", "env_args.time_limit=50", "env_args.key=lbforaging:Foraging-8x8-2p-3f-v3",
+        "seed=1"]
+CONFIGS = {"qmix": {"marlkit": "qmix_epymarl", "epymarl": "qmix"}, "mappo": {"marlkit": "mappo", "epymarl": "mappo"}}
+
+
+def run(repo: str, config: str, t_max: int, warm_steps: int, pythonpath: str | None = None) -> tuple[float, float]:
+    """(steady env steps/s, overall env steps/s) of one run of `repo`'s main.py with `config` on the task."""
+    saved = os.environ.get("PYTHONPATH")
+    if pythonpath:
+        os.environ["PYTHONPATH"] = pythonpath
+    try:
+        with tempfile.TemporaryDirectory() as results:
+            interval = max(t_max // 8, 1000)  # timing points: the presets test rarely (mappo: every 50k steps)
+            result = run_workload(repo, [f"--config={config}", *TASK, f"t_max={t_max}", f"test_interval={interval}",
+                                         f"log_interval={interval}", f"local_results_path={results}"], None)
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+    return steady_rate(result["tests"], warm_steps), t_max / result["seconds"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epymarl", required=True, help="a checkout of EPyMARL (its src/main.py runs)")
+    parser.add_argument("--t-max", type=int, default=30000, help="env steps of each run")
+    parser.add_argument("--warm-steps", type=int, default=6000, help="steady rate counted from this t_env")
+    parser.add_argument("--algs", nargs="+", choices=sorted(CONFIGS), default=sorted(CONFIGS, reverse=True))
+    args = parser.parse_args(argv)
+    epymarl = os.path.abspath(args.epymarl)
+    if not os.path.isfile(os.path.join(epymarl, "src", "main.py")):
+        raise SystemExit(f"--epymarl {args.epymarl}: no src/main.py there; give a checkout of uoe-agents/epymarl")
+    print(f"command: python bench/bench_epymarl.py --epymarl {args.epymarl} --t-max {args.t_max} "
+          f"--warm-steps {args.warm_steps} --algs {' '.join(args.algs)}")
+    print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, "
+          f"{psutil.virtual_memory().total / 2**30:.0f} GiB, Python {platform.python_version()}")
+    print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}")
+    with tempfile.TemporaryDirectory() as stubs:
+        os.makedirs(os.path.join(stubs, "smaclite"))
+        open(os.path.join(stubs, "smaclite", "__init__.py"), "w").close()
+        for alg in args.algs:
+            names = CONFIGS[alg]
+            ours = run(REPO, names["marlkit"], args.t_max, args.warm_steps)
+            theirs = run(epymarl, names["epymarl"], args.t_max, args.warm_steps, pythonpath=stubs)
+            print(f"{alg}: marlkit --config={names['marlkit']} {ours[0]:.0f} env steps/s steady ({ours[1]:.0f} "
+                  f"overall); EPyMARL --config={names['epymarl']} {theirs[0]:.0f} ({theirs[1]:.0f}); "
+                  f"ratio {ours[0] / theirs[0]:.2f} steady, {ours[1] / theirs[1]:.2f} overall")
+
+
+if __name__ == "__main__":
+    main()
