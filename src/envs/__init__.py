@@ -1,30 +1,30 @@
 """Environment registry: env name (the `env:` key of a config) -> factory(**env_args) -> env."""
 from typing import Callable
 
-from envs.multiagentenv import MultiAgentEnv
-from envs.null_env import NullEnv
-from envs.one_step_matrix_game import OneStepMatrixGame
-from envs.small_stag_hunt import SmallStagHunt
-from envs.stag_hunt import StagHunt
+from .multiagentenv import MultiAgentEnv
+from .null_env import NullEnv
+from .one_step_matrix_game import OneStepMatrixGame
+from .small_stag_hunt import SmallStagHunt
+from .stag_hunt import StagHunt
 
 
 def _make_gymma(**env_args) -> MultiAgentEnv:
     # Imported on use: gymnasium and the task packages are not needed by the other envs.
-    from envs.gymma import GymmaEnv
+    from .gymma import GymmaEnv
 
     return GymmaEnv(**env_args)
 
 
 def _make_sc2(**env_args) -> MultiAgentEnv:
     # Imported on use: the SMAC simulator pulls in far more than the small test environments.
-    from envs.starcraft.starcraft2 import StarCraft2Env
+    from .starcraft.starcraft2 import StarCraft2Env
 
     return StarCraft2Env(**env_args)
 
 
 def _make_sc2_v2(**env_args) -> MultiAgentEnv:
     # SMACv2's capability wrapper: each reset draws the teams and start positions of capability_config.
-    from envs.starcraft.starcraft2_v2 import StarCraftCapabilityEnvWrapper
+    from .starcraft.starcraft2_v2 import StarCraftCapabilityEnvWrapper
 
     return StarCraftCapabilityEnvWrapper(**env_args)
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.multiagentenv import MultiAgentEnv
+from .multiagentenv import MultiAgentEnv
 
 PETTINGZOO_PREFIX = "pz-"
 VMAS_PREFIX = "vmas-"

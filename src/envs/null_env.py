@@ -7,7 +7,7 @@ it measures the runner, buffer and learner rather than the game (issue 7's workl
 """
 import numpy as np
 
-from envs.multiagentenv import MultiAgentEnv
+from .multiagentenv import MultiAgentEnv
 
 # Shapes of the SMAC maps (n_agents, n_actions, obs_shape, state_shape, episode_limit) and a
 # typical episode length on each.

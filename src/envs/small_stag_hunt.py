@@ -15,8 +15,8 @@ the whole grid. Inspired by PyMARL2's stag_hunt (after Boehmer et al.'s DCG), in
 """
 import numpy as np
 
-from envs.multiagentenv import MultiAgentEnv
-from envs.stag_hunt import grid_picture
+from .multiagentenv import MultiAgentEnv
+from .stag_hunt import grid_picture
 
 NOOP, UP, DOWN, LEFT, RIGHT, CATCH = range(6)
 ACTION_NAMES = ("noop", "up", "down", "left", "right", "catch")

@@ -55,7 +55,7 @@ same seed and actions, states, observations, masks, rewards and ends match PyMAR
 """
 import numpy as np
 
-from envs.multiagentenv import MultiAgentEnv
+from .multiagentenv import MultiAgentEnv
 
 RIGHT, DOWN, LEFT, UP, STAY, CATCH, LOOK_RIGHT = range(7)  # LOOK_RIGHT + orientation is a look action
 ACTION_NAMES = ("right", "down", "left", "up", "stay", "catch", "look-right", "look-down", "look-left", "look-up")

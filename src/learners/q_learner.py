@@ -36,9 +36,10 @@ import torch as th
 from torch.optim import Adam, RMSprop
 
 from components.episode_buffer import EpisodeBatch
-from envs.one_step_matrix_game import joint_action_table
 from modules.mixers import REGISTRY as mixer_REGISTRY
 from utils.th_utils import resolve_train_precision
+
+from .matrix_game_table import joint_action_table
 
 OPTIMISERS = ("adam", "rmsprop")
 UNROLLS = ("fused", "stepwise")  # train_unroll: how the controllers run over the batch's episodes

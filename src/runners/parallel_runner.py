@@ -36,10 +36,10 @@ import torch as th
 
 from components.episode_buffer import EpisodeBatch
 from envs import STARCRAFT_ENVS
+from envs.death_signal import die_with_parent
 from envs.starcraft.backend import compile_builtin_loops, select_backend
 from runners.runner_base import (BatchRunner, InProcessEnvs, env_factory, env_kwargs, env_seed, env_seeds, reset_env,
                                  step_env)
-from utils.death_signal import die_with_parent
 from utils.stop import StoppedWaiting, stop_requested
 
 _START_METHOD = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"

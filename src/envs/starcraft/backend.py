@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from envs.starcraft.maps import GEN_MAPS, SMACV2_SCENARIOS
+from .maps import GEN_MAPS, SMACV2_SCENARIOS
 
 BACKENDS = ("auto", "sc2", "builtin")
 INSTALL_SCRIPT = "scripts/install_sc2.sh"
@@ -170,14 +170,14 @@ def make_engine(backend: str, map_name: str, seed: int | None, step_mul: int = 8
     records its own replays.
     """
     if select_backend(backend, map_name) == "sc2":
-        from envs.starcraft.sc2_engine import SC2Engine  # pysc2 is imported only when used
+        from .sc2_engine import SC2Engine  # pysc2 is imported only when used
 
         return SC2Engine(map_name, seed, step_mul, **sc2_kwargs)
-    from envs.starcraft.engine import BuiltinEngine
+    from .engine import BuiltinEngine
 
     engine = BuiltinEngine(map_name, seed, step_mul)
     if record_replay:
-        from envs.starcraft.render import RecordingEngine  # pillow is imported only when used
+        from .render import RecordingEngine  # pillow is imported only when used
 
         engine = RecordingEngine(engine, map_name)
     return engine
@@ -212,7 +212,7 @@ def compile_builtin_loops(steps: int = 60) -> None:
     waits for a worker's first answer."""
     import numpy as np
 
-    from envs.starcraft.starcraft2 import StarCraft2Env  # (imports this module)
+    from .starcraft2 import StarCraft2Env  # (imports this module)
 
     logger.info("Loading the built-in simulator's compiled loops (the first run after an install or "
                 "a change of the simulator compiles them: about a minute)")

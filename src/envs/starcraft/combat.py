@@ -13,8 +13,8 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from envs.starcraft import units as us
-from envs.starcraft.collisions import EPS, fma, norm
+from . import units as us
+from .collisions import EPS, fma, norm
 
 Army = namedtuple("Army", [
     "z",            # positions, complex

@@ -47,12 +47,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envs.starcraft import collisions, combat, orders, steering
-from envs.starcraft import units as us
-from envs.starcraft.collisions import R_ANCHORED, R_FIXED, R_IDLE, R_MOVING
-from envs.starcraft.scenarios import Point, Scenario, get_scenario
-from envs.starcraft.teams import Team
-from envs.starcraft.unit_ids import STOCK_ID_OF_NAME
+from . import collisions, combat, orders, steering
+from . import units as us
+from .collisions import R_ANCHORED, R_FIXED, R_IDLE, R_MOVING
+from .scenarios import Point, Scenario, get_scenario
+from .teams import Team
+from .unit_ids import STOCK_ID_OF_NAME
 
 # Order kinds of BuiltinEngine.step (the engine contract): see orders.py.
 ORDER_KEEP, ORDER_STOP, ORDER_MOVE, ORDER_ATTACK, ORDER_HEAL = orders.ORDER_KINDS

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from envs.starcraft.units import get_unit_stats
+from .units import get_unit_stats
 
 # Columns of a recorded frame table, one row per unit: [n_units, len(_COLUMNS)].
 _COLUMNS = ("x", "y", "radius", "health", "shield", "alive")
@@ -342,8 +342,8 @@ def engine_map_of(map_name: str) -> str:
     """The map the built-in engine plays for `map_name`: a SMACv2 scenario's 10gen map, else itself;
     ValueError listing the playable names for any other."""
     # Imported on use: the engine side may import this module for RecordingEngine.
-    from envs.starcraft.maps import SMACV2_SCENARIOS, gen_map_of
-    from envs.starcraft.scenarios import MAP_NAMES
+    from .maps import SMACV2_SCENARIOS, gen_map_of
+    from .scenarios import MAP_NAMES
 
     if map_name in SMACV2_SCENARIOS:
         return gen_map_of(map_name)
@@ -359,10 +359,10 @@ def record_battles(map_name: str, episodes: int, seed: int | None) -> tuple[Reco
     map_name: a SMAC map, or a SMACv2 scenario (protoss_5_vs_5, ...) played with the env_args of
     its config file, each episode drawing new armies.
     """
-    from envs.starcraft.engine import BuiltinEngine
-    from envs.starcraft.maps import SMACV2_SCENARIOS
-    from envs.starcraft.smacv2_configs import scenario_env
-    from envs.starcraft.starcraft2 import StarCraft2Env
+    from .engine import BuiltinEngine
+    from .maps import SMACV2_SCENARIOS
+    from .smacv2_configs import scenario_env
+    from .starcraft2 import StarCraft2Env
 
     engine = RecordingEngine(BuiltinEngine(engine_map_of(map_name), seed), map_name,
                              max_episodes=episodes)

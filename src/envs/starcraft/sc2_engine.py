@@ -28,8 +28,9 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from .. import death_signal
 # s2clientprotocol's modules only import under the compiled protobuf once rebuilt: before pysc2.
-from envs.starcraft import sc2_protocol  # noqa: F401
+from . import sc2_protocol  # noqa: F401
 from absl import flags
 from pysc2 import run_configs
 from pysc2.lib import protocol, sc_process
@@ -39,12 +40,11 @@ from s2clientprotocol import debug_pb2 as d_pb
 from s2clientprotocol import raw_pb2 as r_pb
 from s2clientprotocol import sc2api_pb2 as sc_pb
 
-from envs.starcraft.backend import GameRestarted, is_gen_map, map_file_stem
-from envs.starcraft.engine import ORDER_ATTACK, ORDER_HEAL, ORDER_KEEP, ORDER_MOVE, ORDER_STOP, Units
-from envs.starcraft.maps import GEN_MAPS, MAP_REGISTRY, gen_map_of, get_gen_map_params, get_map_params
-from envs.starcraft.teams import GEN_UNIT_NAMES, Team
-from envs.starcraft.unit_ids import STOCK_ID_OF_NAME
-from utils import death_signal
+from .backend import GameRestarted, is_gen_map, map_file_stem
+from .engine import ORDER_ATTACK, ORDER_HEAL, ORDER_KEEP, ORDER_MOVE, ORDER_STOP, Units
+from .maps import GEN_MAPS, MAP_REGISTRY, gen_map_of, get_gen_map_params, get_map_params
+from .teams import GEN_UNIT_NAMES, Team
+from .unit_ids import STOCK_ID_OF_NAME
 
 logger = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from envs.starcraft import unit_ids as ids
-from envs.starcraft.units import LOOPS_PER_GAME_SECOND
+from . import unit_ids as ids
+from .units import LOOPS_PER_GAME_SECOND
 
 MAP_X = 32
 MAP_Y = 32

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from envs.starcraft.maps import SMACV2_SCENARIOS
+from .maps import SMACV2_SCENARIOS
 
 if TYPE_CHECKING:
-    from envs.starcraft.starcraft2_v2 import StarCraftCapabilityEnvWrapper
+    from .starcraft2_v2 import StarCraftCapabilityEnvWrapper
 
 CONFIG_DIR = join(dirname(dirname(dirname(abspath(__file__)))), "config")
 
@@ -52,6 +52,6 @@ def scenario_env(map_name: str, **env_args: Any) -> "StarCraftCapabilityEnvWrapp
     """SMACv2's capability wrapper playing scenario `map_name` with its file's env_args, `env_args`
     over them (e.g. seed, backend, heuristic_ai)."""
     # Imported on use: main.py reads the scenario files without loading the simulator.
-    from envs.starcraft.starcraft2_v2 import StarCraftCapabilityEnvWrapper
+    from .starcraft2_v2 import StarCraftCapabilityEnvWrapper
 
     return StarCraftCapabilityEnvWrapper(**{**smacv2_scenario_args(map_name), "map_name": map_name, **env_args})

@@ -19,10 +19,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from envs.multiagentenv import MultiAgentEnv
-from envs.starcraft import unit_ids
-from envs.starcraft.backend import GameRestarted, make_engine, select_backend
-from envs.starcraft.maps import MapParams, get_map_params
+from ..multiagentenv import MultiAgentEnv
+from . import unit_ids
+from .backend import GameRestarted, make_engine, select_backend
+from .maps import MapParams, get_map_params
 
 N_ACTIONS_NO_ATTACK = 6
 N_ACTIONS_MOVE = 4

@@ -23,11 +23,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from envs.starcraft import unit_ids
-from envs.starcraft.distributions import check_capability_config, draw_episode_config, make_distributions
-from envs.starcraft.maps import GEN_MAP_REGISTRY, MapParams, gen_map_of
-from envs.starcraft.starcraft2 import HEALING_MAP_TYPES, N_ACTIONS_MOVE, N_OBS_HEIGHT, N_OBS_PATHING, StarCraft2Env
-from envs.starcraft.teams import GEN_UNIT_NAMES, RACE_UNITS, Team
+from . import unit_ids
+from .distributions import check_capability_config, draw_episode_config, make_distributions
+from .maps import GEN_MAP_REGISTRY, MapParams, gen_map_of
+from .starcraft2 import HEALING_MAP_TYPES, N_ACTIONS_MOVE, N_OBS_HEIGHT, N_OBS_PATHING, StarCraft2Env
+from .teams import GEN_UNIT_NAMES, RACE_UNITS, Team
 
 # SMACv2's guard against dividing by zero in its cone test (is_position_in_cone).
 EPS = 1e-7

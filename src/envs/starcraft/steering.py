@@ -13,7 +13,7 @@ import math
 import numpy as np
 from numba import njit
 
-from envs.starcraft.collisions import R_ANCHORED, R_IDLE, R_MOVING, norm, walkable
+from .collisions import R_ANCHORED, R_IDLE, R_MOVING, norm, walkable
 
 
 @njit(cache=True)

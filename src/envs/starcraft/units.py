@@ -17,8 +17,8 @@ SMACv2's map has the same RL copies under raw ids of its own (GEN_ALLY_IDS).
 """
 from dataclasses import dataclass, replace
 
-from envs.starcraft import unit_ids as ids
-from envs.starcraft.teams import GEN_UNIT_NAMES
+from . import unit_ids as ids
+from .teams import GEN_UNIT_NAMES
 
 LOOPS_PER_GAME_SECOND = 16.0
 
