@@ -1013,6 +1013,14 @@ class StarCraft2Env(MultiAgentEnv):
     def seed(self) -> int | None:
         return self._seed
 
+    def full_restart(self) -> None:
+        """SMAC's: close the game and launch it again (here: a new engine, seeded with the env's _seed, which
+        SMAC's PettingZoo wrapper sets before calling this); the next reset() starts its first episode."""
+        if self._engine is not None:
+            self._engine.close()
+        self._engine = None
+        self._launch()
+
     def render(self, mode: str = "human") -> None:
         """No on-screen rendering (PyMARL2's behaviour); replays come from save_replay()."""
 

@@ -1,0 +1,146 @@
+"""The simulator for other code (pyproject.toml: the package `marlkit` is src/envs): SMAC's API in envs.smac
+(marlkit.smac), SMAC's PettingZoo interface (marlkit.smac_pettingzoo) under PettingZoo's own API test, bad
+input as exceptions, and (slow) a fresh virtual environment outside the repository that installs the package
+without torch and plays 3m, 2c_vs_64zg and corridor step for step as the env marlkit trains on."""
+import inspect
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+from envs import smac, smac_pettingzoo
+from envs.starcraft.starcraft2 import StarCraft2Env as TrainedEnv
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# smac.env.StarCraft2Env's constructor (oxwhirl/smac): every argument and its default.
+SMAC_ARGUMENTS = {
+    "map_name": "8m", "step_mul": 8, "move_amount": 2, "difficulty": "7", "game_version": None, "seed": None,
+    "continuing_episode": False, "obs_all_health": True, "obs_own_health": True, "obs_last_action": False,
+    "obs_pathing_grid": False, "obs_terrain_height": False, "obs_instead_of_state": False,
+    "obs_timestep_number": False, "state_last_action": True, "state_timestep_number": False,
+    "reward_sparse": False, "reward_only_positive": True, "reward_death_value": 10, "reward_win": 200,
+    "reward_defeat": 0, "reward_negative_scale": 0.5, "reward_scale": True, "reward_scale_rate": 20,
+    "replay_dir": "", "replay_prefix": "", "window_size_x": 1920, "window_size_y": 1200, "heuristic_ai": False,
+    "heuristic_rest": False, "debug": False}
+SMAC_ENV_INFO_KEYS = {"state_shape", "obs_shape", "n_actions", "n_agents", "episode_limit"}
+MAPS = ("3m", "2c_vs_64zg", "corridor")
+
+
+def test_the_package_env_is_the_env_marlkit_trains_on_with_smacs_constructor():
+    assert smac.StarCraft2Env is TrainedEnv
+    parameters = inspect.signature(smac.StarCraft2Env).parameters
+    assert {name: parameters[name].default for name in SMAC_ARGUMENTS} == SMAC_ARGUMENTS
+    env = smac.StarCraft2Env(map_name="3m", seed=1, backend="builtin", game_version="4.10", window_size_x=640,
+                             replay_dir="/tmp/unused")  # game-only arguments are accepted
+    assert SMAC_ENV_INFO_KEYS <= set(env.get_env_info())
+    observations, state = env.reset()
+    assert isinstance(observations, list) and observations[0].dtype == np.float32 and state.ndim == 1
+    reward, terminated, info = env.step([1] * env.n_agents)
+    assert isinstance(reward, float) and isinstance(terminated, bool) and isinstance(info, dict)
+    with pytest.raises(ZeroDivisionError):  # as SMAC's: no win rate before the first finished episode
+        env.get_stats()
+    env.close()
+    assert smac.get_map_params("corridor") == {"n_agents": 6, "n_enemies": 24, "limit": 400, "a_race": "P",
+                                               "b_race": "Z", "unit_type_bits": 0, "map_type": "zealots"}
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda: smac.StarCraft2Env(map_name="3mm"), ValueError, "unknown map '3mm'; known maps: 3m, 8m"),
+    (lambda: smac.StarCraft2Env(map_name="3m", obs_everything=True), TypeError, "unexpected keyword argument"),
+    (lambda: smac.get_map_params("nope"), ValueError, "unknown map 'nope'"),
+])
+def test_bad_arguments_raise_one_line(make, error, message):
+    with pytest.raises(error, match=message) as raised:
+        make()
+    assert "\n" not in str(raised.value)
+
+
+def test_bad_actions_raise_one_line():
+    env = smac.StarCraft2Env(map_name="3m", seed=0, backend="builtin")
+    env.reset()
+    with pytest.raises(ValueError, match=r"got 2 actions; 3m needs one per agent \(3\)") as wrong_length:
+        env.step([1, 1])
+    with pytest.raises(AssertionError, match="Agent 0 cannot perform action 0") as unavailable:  # SMAC's error
+        env.step([0] * env.n_agents)  # the no-op is unavailable to a living unit
+    for error in (wrong_length, unavailable):
+        assert "\n" not in str(error.value)
+    env.close()
+
+
+@pytest.mark.parametrize("map_name, names, actions", [
+    ("3m", ["marine_0", "marine_1", "marine_2"], 8),
+    ("2s3z", ["stalker_0", "stalker_1", "zealot_0", "zealot_1", "zealot_2"], 10),
+    ("MMM", ["marauder_0", "marauder_1"] + [f"marine_{i}" for i in range(7)] + ["medivac_0"], 15),
+])
+def test_the_pettingzoo_env_passes_pettingzoos_api_test_with_smacs_names(map_name, names, actions):
+    from pettingzoo.test import parallel_api_test
+
+    env = smac_pettingzoo.parallel_env(map_name=map_name, seed=0, backend="builtin")
+    assert env.possible_agents == names and env.action_space(names[0]).n == actions
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # its warnings (an agent given data after it died) fail
+        parallel_api_test(env, num_cycles=200)
+    env.close()
+
+
+def test_pettingzoo_actions_skip_the_no_op_and_a_seeded_reset_replays():
+    env = smac_pettingzoo.parallel_env(map_name="3m", seed=0, backend="builtin")
+    first, _ = env.reset(seed=5)
+    mask = first["marine_0"]["action_mask"]
+    assert mask.tolist() == env.env.get_avail_agent_actions(0)[1:]  # SMAC's actions 1.. as 0..
+
+    def play() -> list:
+        observations, _ = env.reset(seed=5)
+        trace = [observations["marine_0"]["observation"]]
+        for _ in range(5):
+            observations, rewards, terminations, _, _ = env.step({name: 1 for name in env.agents})  # SMAC's stop
+            trace.append(observations["marine_0"]["observation"])
+        return trace
+
+    assert all(np.array_equal(a, b) for a, b in zip(play(), play()))
+    env.close()
+
+
+def random_trace(env_class, map_name: str, steps: int = 150) -> dict:
+    """What every public method returns over `steps` steps of seeded random available actions (episodes
+    restart), as plain lists; the same function runs in the fresh virtual environment."""
+    env = env_class(map_name=map_name, seed=3, backend="builtin")
+    rng = np.random.default_rng(0)
+    trace = {"env_info": env.get_env_info(), "steps": []}
+    observations, state = env.reset()
+    for _ in range(steps):
+        avail = env.get_avail_actions()
+        actions = [int(rng.choice(np.flatnonzero(row))) for row in avail]
+        reward, terminated, info = env.step(actions)
+        trace["steps"].append([np.asarray(env.get_obs()).round(6).tolist(), env.get_state().round(6).tolist(),
+                               avail, float(reward), bool(terminated), {k: float(v) for k, v in info.items()}])
+        if terminated:
+            env.reset()
+    trace["stats"] = env.get_stats()  # battles_won, battles_game, win_rate, timeouts, restarts, ...
+    env.close()
+    return trace
+
+
+@pytest.mark.slow
+def test_a_fresh_virtual_environment_installs_the_package_without_torch_and_plays_as_marlkit(tmp_path):
+    """pip install <checkout> into a new venv outside the repository (no torch), then a random-agents
+    loop on each map whose every step equals the in-repo env's under the same seed."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    subprocess.run([python, "-m", "pip", "install", "-q", REPO], check=True, cwd=tmp_path, timeout=900)
+    script = inspect.getsource(random_trace)
+    out = tmp_path / "traces.json"
+    program = (f"import json, sys\nimport numpy as np\nfrom marlkit.smac import StarCraft2Env\n{script}\n"
+               f"traces = {{m: random_trace(StarCraft2Env, m) for m in {list(MAPS)!r}}}\n"
+               f"assert 'torch' not in sys.modules\njson.dump(traces, open({str(out)!r}, 'w'))\n")
+    subprocess.run([python, "-c", program], check=True, cwd=tmp_path, timeout=900)
+    assert subprocess.run([python, "-c", "import torch"], cwd=tmp_path, capture_output=True).returncode != 0
+    installed = json.loads(out.read_text())
+    for map_name in MAPS:
+        assert installed[map_name] == json.loads(json.dumps(random_trace(TrainedEnv, map_name))), map_name
