@@ -24,7 +24,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection(session):
-    """Compile the built-in simulator's loops (Numba, cached in src/envs/starcraft/__pycache__) once,
+    """Compile the built-in simulator's loops (Numba, cached in src/envs/starcraft/__pycache__/envs) once,
     in the main process before the tests run: in a fresh clone the first processes that step the
     simulator, many at a time, would each compile them (about 30 s of CPU each). xdist's workers,
     started already, collect meanwhile and get their first tests once this is done; later sessions

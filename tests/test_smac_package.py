@@ -106,6 +106,15 @@ def test_pettingzoo_actions_skip_the_no_op_and_a_seeded_reset_replays():
     env.close()
 
 
+def test_each_package_name_keeps_its_own_numba_cache():
+    """The compiled loops' cache entries name the modules they call, so src/main.py's (envs.starcraft) and an
+    editable install's (marlkit.starcraft) live in separate sub-folders of __pycache__."""
+    from envs.starcraft import collisions
+
+    locator = collisions.walkable_points._cache._impl._locator
+    assert locator.get_cache_path() == os.path.join(REPO, "src", "envs", "starcraft", "__pycache__", "envs")
+
+
 def random_trace(env_class, map_name: str, steps: int = 150) -> dict:
     """What every public method returns over `steps` steps of seeded random available actions (episodes
     restart), as plain lists; the same function runs in the fresh virtual environment."""
