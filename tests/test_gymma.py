@@ -175,14 +175,14 @@ def test_bad_env_args_raise_one_line(kwargs, message):
     assert "\n" not in str(error.value)
 
 
-@pytest.mark.parametrize("key", [LBF, RWARE, SPREAD])
+@pytest.mark.parametrize("key", [LBF, RWARE, SPREAD, BALANCE])
 def test_qmix_trains_on_each_family_from_the_command_line(tmp_path, key):
     """In env workers (auto steps these tasks in the main process, as the README commands' test does)."""
     proc = run_main("--config=qmix", "--env-config=gymma", "with", f"env_args.key={key}", "env_args.time_limit=25",
                     "t_max=120", "batch_size_run=2", "buffer_size=8", "batch_size=4", "test_nepisode=2",
                     "test_interval=50", "log_interval=50", "env_processes=workers", f"local_results_path={tmp_path}")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    folder = run_dir(str(tmp_path), key.split(":")[-1], "qmix_env=8_adam_td_lambda", 1)
+    folder = run_dir(str(tmp_path), key.split(":")[-1], "qmix_env=8_adam_td_lambda", 1)  # the key without package:
     config, info = read_json(folder, "config.json"), read_json(folder, "info.json")
     assert config["env_args"]["common_reward"] is True and config["env_args"]["reward_scalarisation"] == "sum"
     assert info["test_ep_length_mean"][0] <= 25 and "loss_td" in info

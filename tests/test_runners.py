@@ -290,7 +290,8 @@ BUILTIN_3M = {"map_name": "3m", "backend": "builtin"}
     ("sc2", BUILTIN_3M, 4, False, True),  # the workers step the envs side by side
     ("gymma", {"key": "lbforaging:Foraging-8x8-2p-3f-v3"}, 16, False, False),
     ("gymma", {"key": "pz-mpe-simple-spread-v3"}, 2, False, False),
-    ("gymma", {"key": "vmas-balance"}, 2, False, True),  # VMAS draws from torch's global generator
+    ("gymma", {"key": "vmas-balance"}, 2, False, True),  # VMAS: one random state for all its envs of a process
+    ("gymma", {"key": "pz-sisl-multiwalker-v9"}, 2, False, True),  # not measured: workers
     ("countdown", {}, 2, False, True),  # an env the runner knows nothing about
     ("sc2", BUILTIN_3M, 2, True, True),  # one replay file per process
 ])

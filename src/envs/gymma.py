@@ -91,8 +91,9 @@ class _GymTask:
 
 class _VMASTask(_GymTask):
     """A VMAS scenario ("vmas-<scenario>") as EPyMARL builds it: one env (num_envs 1), discrete actions,
-    VMAS's Gymnasium wrapper (tuple spaces, list rewards). Seeding it seeds VMAS's (global) torch, NumPy
-    and random generators, as VMAS does."""
+    VMAS's Gymnasium wrapper (tuple spaces, list rewards). VMAS keeps one random state for all its envs in
+    a process (it swaps it with the global generators around each call, leaving those as they were), so
+    each env follows its own seed only in a process of its own (the parallel runner's workers)."""
 
     @staticmethod
     def _make(key: str, kwargs: dict):

@@ -52,7 +52,7 @@ def joint_actions(actions: th.Tensor) -> th.Tensor:
     """Every agent's one-hot action [bs, T, n, n_actions] -> the joint one, as each agent's critic sees it
     [bs, T, n, n * n_actions]."""
     bs, steps, n, n_actions = actions.shape
-    return actions.reshape(bs, steps, 1, n * n_actions).expand(-1, -1, n, -1)
+    return actions.reshape(bs, steps, 1, n * n_actions).expand(-1, -1, n, -1)  # [bs, T, n, n * n_actions]
 
 
 def own_gradient_joint_actions(samples: th.Tensor) -> th.Tensor:
@@ -64,13 +64,13 @@ def own_gradient_joint_actions(samples: th.Tensor) -> th.Tensor:
     own = th.eye(n, dtype=samples.dtype, device=samples.device)[:, :, None]  # [n (critic i), n (agent j), 1]
     # [bs, T, 1, n, A] + [n, n, 1] * [bs, T, 1, n, A] -> [bs, T, n, n, A]: value g_j, gradient where j = i
     joint = detached.unsqueeze(2) + own * (samples - detached).unsqueeze(2)
-    return joint.reshape(bs, steps, n, n * n_actions)
+    return joint.reshape(bs, steps, n, n * n_actions)  # [bs, T, n (critic i), n * n_actions]
 
 
 class MADDPGLearner(PolicyLearner):
     """Trains ``mac`` (agent_output_type pi_logits; its raw outputs are the actors' logits) and the critic."""
 
-    COUNTERS = ("log_stats_t", "critic_training_steps", "last_target_update_step")
+    COUNTERS = ("log_stats_t", "last_target_update_step")  # the targets follow episodes, not critic steps
 
     def __init__(self, mac, scheme: dict, logger, args: SimpleNamespace):
         super().__init__(mac, logger, args)
@@ -78,6 +78,9 @@ class MADDPGLearner(PolicyLearner):
             raise ValueError(f"critic_type={args.critic_type!r}: {args.learner} takes {', '.join(CRITIC_TYPES)}")
         if self.stepwise:
             raise ValueError(f"train_unroll=stepwise: {args.learner} unrolls its actors in one fused pass only")
+        if not hasattr(mac.agent, "forward_sequence_pair"):
+            raise ValueError(f"agent={args.agent}: {args.learner} needs an agent that unrolls whole episodes "
+                             f"(rnn or rnn_ns)")
         self._add_critic(critic_REGISTRY[args.critic_type](scheme, args), critic_lr=args.lr)
         self.target_mac = copy.deepcopy(mac)
         reward_shape = (1,) if args.common_reward else (self.n_agents,)  # the team's, or each agent's
@@ -97,7 +100,6 @@ class MADDPGLearner(PolicyLearner):
         inputs = self.critic.build_inputs(batch)  # [bs, T, n, input]
         critic_stats = self._train_critic(batch, inputs, target_logits, rewards, data.terminated, mask, t_env)
         actor_stats = self._train_actor(batch, inputs, logits, mask, t_env)
-        self.critic_training_steps += 1
         self.last_target_update_step = follow_targets(
             self.args.target_update_interval_or_tau, episode_num, self.last_target_update_step, self._copy_targets,
             [(self.target_mac.agent, self.mac.agent), (self.target_critic, self.critic)])

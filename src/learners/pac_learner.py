@@ -53,13 +53,19 @@ class PACLearner(ActorCriticLearner):
         self.critic_optimiser = Adam(params=self.critic_params, lr=args.lr)  # critic and state value together
         self.networks["state_value.th"] = self.state_value
         self.optimisers["critic_opt.th"] = self.critic_optimiser
+        if args.standardise_rewards:
+            logger.console_logger.warning("pac_learner: standardise_rewards=True standardises the rewards here; "
+                                          "EPyMARL's PAC standardised the returns under this key "
+                                          "(standardise_returns=True does that)")
 
     def entropy_coef(self, t_env: int) -> float:
         """initial_entropy_coef, annealed linearly to final_entropy_coef at entropy_end_ratio * t_max env steps."""
-        progress = min(1.0, t_env / (self.args.t_max * self.args.entropy_end_ratio))
+        end = self.args.t_max * self.args.entropy_end_ratio
+        progress = min(1.0, t_env / end) if end > 0 else 1.0  # entropy_end_ratio 0: the final coefficient
         return progress * self.args.final_entropy_coef + (1.0 - progress) * self.args.initial_entropy_coef
 
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int, per_weight: th.Tensor | None = None) -> dict:
+        """One step of the critic and state value, then one actor step with the annealed entropy coefficient."""
         prepared = self._prepare(batch, t_env)
         if prepared is None:
             return {}

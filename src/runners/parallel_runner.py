@@ -65,11 +65,12 @@ IN_PROCESS_ENVS = ("null", "one_step_matrix_game", "stag_hunt", "small_stag_hunt
 # 27m_vs_30m, the more so the busier the machine (bench/bench_runner.py). With more cores the
 # workers step the envs side by side, so auto keeps PyMARL2's workers there.
 BUILTIN_SMAC_MAX_CORES = 2
-# gymma's Python tasks (LBF, RWARE, MPE) step in well under a millisecond, less than a worker's round trip:
+# gymma's Python tasks LBF, RWARE and MPE step in well under a millisecond, less than a worker's round trip:
 # 8,000 steps of mappo (10 envs) on LBF 8x8-2p-3f took 9.7 s in the main process against 29.5 s with workers
-# on the 2-core machine (other runs beside it, 2026-12-03). VMAS scenarios seed and draw from torch's global
-# generator, which would disturb the learner's in the main process: they keep their workers.
-GYMMA_WORKER_PREFIXES = ("vmas-",)
+# on the 2-core machine (other runs beside it, 2026-12-03). Other gymma tasks keep their workers; VMAS must:
+# its scenarios keep one random state for all VMAS envs of a process, so envs stepped side by side in one
+# process would not follow their own seeds.
+GYMMA_IN_PROCESS_PREFIXES = ("lbforaging:", "rware:", "pz-mpe-")
 
 
 def uses_workers(args) -> bool:
@@ -99,7 +100,7 @@ def _cheap_env(env_name: str, env_args: dict) -> bool:
     if env_name in STARCRAFT_ENVS:
         return _on_builtin_simulator(env_name, env_args) and usable_cores() <= BUILTIN_SMAC_MAX_CORES
     if env_name == "gymma":
-        return not str(env_args.get("key", "")).startswith(GYMMA_WORKER_PREFIXES)
+        return str(env_args.get("key", "")).startswith(GYMMA_IN_PROCESS_PREFIXES)
     return env_name in IN_PROCESS_ENVS
 
 

@@ -1,7 +1,9 @@
 """EPyMARL's PAC critics (Pareto Actor-Critic; critic_type ``pac_critic_ns``, and ``pac_critic`` with shared
 weights): agent i's critic gives Q_i(s, u_{-i}, .) over its own actions, from the state (with
 obs_individual_obs every agent's observation, with obs_last_action the previous joint action), with shared
-weights its id, and the other agents' actions as one-hots [(n_agents - 1) * n_actions], in agent order.
+weights and obs_agent_id its id (EPyMARL's shared pac_ac.py never takes one), and the other agents' actions
+as one-hots [(n_agents - 1) * n_actions], in agent order. EPyMARL's use_subsampling (a sample of the others'
+joint actions in place of all of them) is not offered.
 
 PAC's targets and advantages take, for agent i's own action, the maximum over every joint action of the
 other agents (``max_over_others``): the critic is evaluated at all n_actions^(n_agents - 1) of them, as
@@ -28,7 +30,7 @@ def other_agents_actions(actions: th.Tensor) -> th.Tensor:
     return th.stack(others, dim=-2)
 
 
-def all_joint_actions(n_others: int, n_actions: int, device=None) -> th.Tensor:
+def all_joint_actions(n_others: int, n_actions: int, device: th.device | str | None = None) -> th.Tensor:
     """Every joint action of `n_others` agents as joined one-hots, the last agent's varying fastest (as
     itertools.product, EPyMARL's order): [n_actions ** n_others, n_others * n_actions]."""
     eye = th.eye(n_actions, device=device)
@@ -37,12 +39,15 @@ def all_joint_actions(n_others: int, n_actions: int, device=None) -> th.Tensor:
 
 
 class PACCritic(CentralVCritic):
+    """Q_i(s, u_{-i}, .) per agent: one network for all agents (pac_critic), or per agent (PACCriticNS)."""
+
     def __init__(self, scheme: dict, args: SimpleNamespace, per_agent: bool = False):
         n, n_actions = args.n_agents, args.n_actions
         if n_actions ** (n - 1) > MAX_OTHER_JOINT_ACTIONS:
             raise ValueError(f"PAC's critic enumerates the other agents' joint actions: {n_actions}^{n - 1} of "
                              f"them here, more than {MAX_OTHER_JOINT_ACTIONS}; use it with fewer agents or actions")
-        super().__init__(scheme, args, per_agent, extra_inputs=(n - 1) * n_actions, out_dim=n_actions)
+        super().__init__(scheme, args, per_agent, extra_inputs=(n - 1) * n_actions, out_dim=n_actions,
+                         with_id=args.obs_agent_id)
         self.register_buffer("joint_actions", all_joint_actions(n - 1, n_actions), persistent=False)
 
     def forward(self, inputs: th.Tensor, others: th.Tensor) -> th.Tensor:
@@ -53,8 +58,9 @@ class PACCritic(CentralVCritic):
     def max_over_others(self, inputs: th.Tensor) -> th.Tensor:
         """inputs [bs, T, n, input] -> max over the others' joint actions of Q_i(s, u_{-i}, u_i) for each own
         action u_i: [bs, T, n, n_actions]."""
-        combos = self.joint_actions.shape[0]
+        combos = self.joint_actions.shape[0]  # E = n_actions^(n - 1)
         expanded = inputs.unsqueeze(2).expand(-1, -1, combos, -1, -1)  # [bs, T, E, n, input]
+        # [E, (n-1)*A] -> [bs, T, E, n, (n-1)*A]: every agent's critic sees every joint action of the others
         others = self.joint_actions[:, None].expand(inputs.shape[0], inputs.shape[1], -1, self.n_agents, -1)
         return self(expanded, others).max(dim=2)[0]  # [bs, T, E, n, n_actions] -> [bs, T, n, n_actions]
 

@@ -75,12 +75,12 @@ class ACCritic(StateValueCritic):
 
 class CentralVCritic(StateValueCritic):
     def __init__(self, scheme: dict, args: SimpleNamespace, per_agent: bool = False, extra_inputs: int = 0,
-                 out_dim: int = 1):
+                 out_dim: int = 1, with_id: bool = True):
         """extra_inputs: the width of what a subclass joins to these inputs (PAC's other agents' actions)."""
         n = args.n_agents
         input_dim = (_size(scheme, "state") + args.obs_individual_obs * n * _size(scheme, "obs")
                      + args.obs_last_action * n * args.n_actions)
-        super().__init__(input_dim + extra_inputs, args, per_agent, out_dim)
+        super().__init__(input_dim + extra_inputs, args, per_agent, out_dim, with_id)
 
     def _parts(self, batch: EpisodeBatch, bs: int, steps: int) -> list:
         n = self.n_agents
