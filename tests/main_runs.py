@@ -79,3 +79,26 @@ def run_dir(results: str, group: str, name: str, run_id: int) -> str:
 def read_json(folder: str, filename: str) -> dict:
     with open(os.path.join(folder, filename)) as f:
         return json.load(f)
+
+
+SPREAD = "pz-mpe-simple-spread-v3"
+# A short run on MPE's simple spread with saved models: 10-step episodes, tests and logs every 40 steps.
+SPREAD_SHORT = ["--env-config=gymma", "with", f"env_args.key={SPREAD}", "env_args.time_limit=10", "test_nepisode=2",
+                "test_interval=40", "log_interval=40", "learner_log_interval=40", "runner_log_interval=40",
+                "save_model=True", "save_model_interval=40", "hidden_dim=16"]
+
+
+def train_on_spread(results, config: str, name: str, resume: bool, *overrides: str) -> tuple[dict, dict]:
+    """Train `config` (results under `name`) for 80 steps of SPREAD_SHORT plus `overrides` from the command
+    line; with `resume`, continue the saved run to 120 steps and check that it resumed. Returns the first
+    run's (config.json, info.json)."""
+    common = [f"--config={config}", *SPREAD_SHORT, *overrides, f"local_results_path={results}"]
+    proc = run_main(*common, "t_max=80")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    folder = run_dir(str(results), SPREAD, name, 1)
+    config_json, info = read_json(folder, "config.json"), read_json(folder, "info.json")
+    if resume:
+        checkpoint = os.path.join(str(results), "models", config_json["unique_token"])
+        resumed = run_main(*common, "t_max=120", "resume=True", f"checkpoint_path={checkpoint}")
+        assert resumed.returncode == 0 and "Resumed at t_env" in resumed.stderr, resumed.stderr[-3000:]
+    return config_json, info

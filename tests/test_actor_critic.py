@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from components.action_selectors import SoftPoliciesActionSelector
 from learners.actor_critic_learner import clipped_policy_loss, nstep_returns, policy_gradient_loss
-from main_runs import read_json, run_dir, run_main
+from main_runs import train_on_spread
 from modules.agents.rnn_ns_agent import AgentLinear, RNNNSAgent
 from modules.critics.state_value import ACCritic, ACCriticNS, CentralVCritic, CentralVCriticNS
 from utils.running_stats import RunningMeanStd
@@ -202,20 +202,9 @@ def test_soft_policies_sample_the_policy_in_test_episodes_too():
 def test_epymarl_actor_critic_configs_train_save_and_resume(tmp_path, config, critic_type, resume):
     """Each config trains from the command line (its envs stepped in the main process: the workers are
     tested elsewhere); one of each learner resumes (ia2c: actor_critic_learner, mappo_ns: PPO, _ns)."""
-    common = ["--config", config, "--env-config=gymma", "with", "env_args.key=pz-mpe-simple-spread-v3",
-              "env_args.time_limit=10", "batch_size_run=2", "env_processes=main", "buffer_size=2", "batch_size=2",
-              "test_nepisode=2", "test_interval=40", "log_interval=40", "learner_log_interval=40",
-              "runner_log_interval=40", "save_model=True", "save_model_interval=40", "hidden_dim=16",
-              f"local_results_path={tmp_path}"]
-    proc = run_main(*common, "t_max=80")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    folder = run_dir(str(tmp_path), "pz-mpe-simple-spread-v3", config, 1)
-    config_json, info = read_json(folder, "config.json"), read_json(folder, "info.json")
+    config_json, info = train_on_spread(tmp_path, config, config, resume, "batch_size_run=2", "env_processes=main",
+                                        "buffer_size=2", "batch_size=2")
     assert config_json["critic_type"] == critic_type and config_json["action_selector"] == "soft_policies"
     assert config_json["hidden_dim"] == config_json["rnn_hidden_dim"] == 16  # EPyMARL's one width
     for key in ("critic_loss", "td_error_abs", "advantage_mean", "pg_loss", "pi_max", "agent_grad_norm"):
         assert np.all(np.isfinite(info[key])), key
-    if resume:
-        token = config_json["unique_token"]
-        resumed = run_main(*common, "t_max=120", "resume=True", f"checkpoint_path={tmp_path / 'models' / token}")
-        assert resumed.returncode == 0 and "Resumed at t_env" in resumed.stderr, resumed.stderr[-3000:]

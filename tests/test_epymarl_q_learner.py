@@ -8,11 +8,9 @@ import pytest
 import torch as th
 
 from components.episode_buffer import EpisodeBatch
-from controllers import REGISTRY as mac_REGISTRY
-from learners import REGISTRY as learner_REGISTRY
-from main_runs import read_json, run_dir, run_main
+from main_runs import read_json, run_dir, run_main, train_on_spread
 from run.run import build_scheme
-from test_learner import N_ACTIONS, N_AGENTS, OBS_DIM, STATE_DIM, FakeLogger, make_args, make_batch
+from test_learner import N_ACTIONS, N_AGENTS, OBS_DIM, STATE_DIM, build_learner, make_args, make_batch
 from utils.running_stats import RunningMeanStd
 
 th.set_num_threads(1)
@@ -28,14 +26,7 @@ def epymarl_args(**overrides):
 
 def make_learner(name: str = "epymarl_q_learner", seed: int = 0, common_reward: bool = True, **overrides):
     th.manual_seed(seed)
-    args = epymarl_args(common_reward=common_reward, **overrides)
-    scheme, groups, preprocess = build_scheme({"n_agents": N_AGENTS, "n_actions": N_ACTIONS,
-                                               "state_shape": STATE_DIM, "obs_shape": OBS_DIM},
-                                              common_reward=common_reward)
-    scheme = EpisodeBatch(scheme, groups, 1, 1, preprocess=preprocess).scheme  # the buffer's, with "filled"
-    mac = mac_REGISTRY[args.mac](scheme, groups, args)
-    logger = FakeLogger()
-    return learner_REGISTRY[name](mac, scheme, logger, args), logger
+    return build_learner(name, epymarl_args(common_reward=common_reward, **overrides), common_reward)
 
 
 def per_agent_batch(seed: int = 0) -> EpisodeBatch:
@@ -156,22 +147,11 @@ EPYMARL_Q_CONFIGS = [("iql_epymarl", None, "rnn", True), ("vdn_epymarl", "vdn", 
 
 @pytest.mark.parametrize("config, mixer, agent, resume", EPYMARL_Q_CONFIGS)
 def test_epymarl_value_configs_train_from_the_command_line(tmp_path, config, mixer, agent, resume):
-    common = ["--config", config, "--env-config=gymma", "with", "env_args.key=pz-mpe-simple-spread-v3",
-              "env_args.time_limit=10", "buffer_size=4", "batch_size=2", "test_nepisode=2", "test_interval=40",
-              "log_interval=40", "learner_log_interval=40", "runner_log_interval=40", "save_model=True",
-              "save_model_interval=40", "hidden_dim=16", f"local_results_path={tmp_path}"]
-    proc = run_main(*common, "t_max=80")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    folder = run_dir(str(tmp_path), "pz-mpe-simple-spread-v3", config, 1)
-    config_json, info = read_json(folder, "config.json"), read_json(folder, "info.json")
+    config_json, info = train_on_spread(tmp_path, config, config, resume, "buffer_size=4", "batch_size=2")
     assert (config_json["mixer"], config_json["agent"], config_json["learner"]) == (mixer, agent, "epymarl_q_learner")
     assert config_json["rnn_hidden_dim"] == 16  # EPyMARL's hidden_dim is the agent's width
     for key in ("loss", "td_error_abs", "q_taken_mean", "grad_norm", "test_return_mean"):
         assert np.all(np.isfinite(info[key])), key
-    if resume:
-        token = config_json["unique_token"]
-        resumed = run_main(*common, "t_max=120", "resume=True", f"checkpoint_path={tmp_path / 'models' / token}")
-        assert resumed.returncode == 0 and "Resumed at t_env" in resumed.stderr, resumed.stderr[-3000:]
 
 
 def test_iql_learns_from_each_agents_reward_and_a_mixer_refuses_them(tmp_path):

@@ -84,14 +84,21 @@ def make_batch(seed: int = 0, n_agents: int = N_AGENTS, state_dim: int = STATE_D
     return batch
 
 
-def make_learner(seed: int = 0, **overrides):
-    th.manual_seed(seed)
-    args = make_args(**overrides)
-    scheme, groups, preprocess = make_scheme(N_AGENTS, N_ACTIONS, STATE_DIM, OBS_DIM)
+def build_learner(name: str, args: SimpleNamespace, common_reward: bool = True) -> tuple:
+    """(learner `name` with its controller args.mac on the test env's fields, its FakeLogger); a reward per
+    agent without common_reward."""
+    scheme, groups, preprocess = build_scheme({"n_agents": N_AGENTS, "n_actions": N_ACTIONS,
+                                               "state_shape": STATE_DIM, "obs_shape": OBS_DIM},
+                                              common_reward=common_reward)
     scheme = EpisodeBatch(scheme, groups, 1, 1, preprocess=preprocess).scheme  # the buffer's, with "filled"
     mac = mac_REGISTRY[args.mac](scheme, groups, args)
     logger = FakeLogger()
-    return learner_REGISTRY["nq_learner"](mac, scheme, logger, args), logger
+    return learner_REGISTRY[name](mac, scheme, logger, args), logger
+
+
+def make_learner(seed: int = 0, **overrides):
+    th.manual_seed(seed)
+    return build_learner("nq_learner", make_args(**overrides))
 
 
 # --- hand-checked single step ------------------------------------------------------------

@@ -8,15 +8,11 @@ import pytest
 import torch as th
 
 from components.action_selectors import gumbel_softmax
-from components.episode_buffer import EpisodeBatch
-from controllers import REGISTRY as mac_REGISTRY
-from learners import REGISTRY as learner_REGISTRY
 from learners.maddpg_learner import joint_actions, own_gradient_joint_actions
 from learners.q_learner import valid_step_mask
 from utils.th_utils import one_hot
-from main_runs import read_json, run_dir, run_main
-from run.run import build_scheme
-from test_learner import N_ACTIONS, N_AGENTS, OBS_DIM, STATE_DIM, FakeLogger, make_args, make_batch
+from main_runs import read_json, run_dir, run_main, train_on_spread
+from test_learner import N_ACTIONS, N_AGENTS, STATE_DIM, build_learner, make_args, make_batch
 
 th.set_num_threads(1)
 
@@ -28,13 +24,7 @@ def make_learner(seed: int = 0, **overrides):
                     hidden_dim=16, obs_individual_obs=False, common_reward=True, reg=0.001,
                     standardise_rewards=False, standardise_returns=False, target_update_interval_or_tau=200,
                     train_unroll="fused", lr=0.01)
-    args = make_args(**{**settings, **overrides})
-    scheme, groups, preprocess = build_scheme({"n_agents": N_AGENTS, "n_actions": N_ACTIONS,
-                                               "state_shape": STATE_DIM, "obs_shape": OBS_DIM})
-    scheme = EpisodeBatch(scheme, groups, 1, 1, preprocess=preprocess).scheme
-    mac = mac_REGISTRY[args.mac](scheme, groups, args)
-    logger = FakeLogger()
-    return learner_REGISTRY["maddpg_learner"](mac, scheme, logger, args), logger
+    return build_learner("maddpg_learner", make_args(**{**settings, **overrides}))
 
 
 def test_each_critic_sees_the_joint_action_with_only_its_own_agents_gradient():
@@ -119,22 +109,11 @@ def test_targets_are_copied_every_interval_of_episodes_or_follow_softly():
 @pytest.mark.parametrize("config, critic_type, resume", [("maddpg", "maddpg_critic", True),
                                                          ("maddpg_ns", "maddpg_critic_ns", False)])
 def test_maddpg_configs_train_save_and_resume_from_the_command_line(tmp_path, config, critic_type, resume):
-    common = ["--config", config, "--env-config=gymma", "with", "env_args.key=pz-mpe-simple-spread-v3",
-              "env_args.time_limit=10", "buffer_size=4", "batch_size=2", "test_nepisode=2", "test_interval=40",
-              "log_interval=40", "learner_log_interval=40", "runner_log_interval=40", "save_model=True",
-              "save_model_interval=40", "hidden_dim=16", f"local_results_path={tmp_path}"]
-    proc = run_main(*common, "t_max=80")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    folder = run_dir(str(tmp_path), "pz-mpe-simple-spread-v3", config, 1)
-    config_json, info = read_json(folder, "config.json"), read_json(folder, "info.json")
+    config_json, info = train_on_spread(tmp_path, config, config, resume, "buffer_size=4", "batch_size=2")
     assert config_json["critic_type"] == critic_type and config_json["rnn_hidden_dim"] == 16
     for key in ("critic_loss", "critic_grad_norm", "td_error_abs", "q_taken_mean", "target_mean", "pg_loss",
                 "agent_grad_norm", "test_return_mean"):
         assert np.all(np.isfinite(info[key])), key
-    if resume:
-        token = config_json["unique_token"]
-        resumed = run_main(*common, "t_max=120", "resume=True", f"checkpoint_path={tmp_path / 'models' / token}")
-        assert resumed.returncode == 0 and "Resumed at t_env" in resumed.stderr, resumed.stderr[-3000:]
 
 
 def test_maddpg_trains_each_agents_critic_on_its_own_reward(tmp_path):

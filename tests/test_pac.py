@@ -9,14 +9,11 @@ import numpy as np
 import pytest
 import torch as th
 
-from components.episode_buffer import EpisodeBatch
-from controllers import REGISTRY as mac_REGISTRY
-from learners import REGISTRY as learner_REGISTRY
 from learners.q_learner import valid_step_mask
-from main_runs import read_json, run_dir, run_main
+from main_runs import read_json, run_dir, run_main, train_on_spread
 from modules.critics.pac import all_joint_actions, other_agents_actions, taken_others
 from run.run import build_scheme
-from test_learner import N_ACTIONS, N_AGENTS, OBS_DIM, STATE_DIM, FakeLogger, make_args, make_batch
+from test_learner import N_ACTIONS, N_AGENTS, build_learner, make_args, make_batch
 
 th.set_num_threads(1)
 
@@ -31,13 +28,7 @@ def make_learner(seed: int = 0, per_agent: bool = True, **overrides):
                     common_reward=True, standardise_rewards=False, standardise_returns=False,
                     target_update_interval_or_tau=0.01, q_nstep=2, initial_entropy_coef=20.0,
                     final_entropy_coef=0.01, entropy_end_ratio=0.8, t_max=1000, train_unroll="fused", lr=0.01)
-    args = make_args(**{**settings, **overrides})
-    scheme, groups, preprocess = build_scheme({"n_agents": N_AGENTS, "n_actions": N_ACTIONS,
-                                               "state_shape": STATE_DIM, "obs_shape": OBS_DIM})
-    scheme = EpisodeBatch(scheme, groups, 1, 1, preprocess=preprocess).scheme
-    mac = mac_REGISTRY[args.mac](scheme, groups, args)
-    logger = FakeLogger()
-    return learner_REGISTRY["pac_learner"](mac, scheme, logger, args), logger
+    return build_learner("pac_learner", make_args(**{**settings, **overrides}))
 
 
 def test_each_agent_sees_the_others_actions_in_agent_order():
@@ -99,7 +90,7 @@ def test_the_critic_loss_and_advantages_are_those_of_their_definitions():
 
 def test_the_entropy_coefficient_anneals_over_the_given_share_of_t_max():
     learner, _ = make_learner(t_max=1000, entropy_end_ratio=0.5, initial_entropy_coef=10.0, final_entropy_coef=1.0)
-    assert [learner.entropy_coef(t) for t in (0, 250, 500, 900)] == [10.0, 5.5, 1.0, 1.0]
+    assert [learner._entropy_coef(t) for t in (0, 250, 500, 900)] == [10.0, 5.5, 1.0, 1.0]
 
 
 def test_too_many_joint_actions_of_the_others_are_refused():
@@ -112,21 +103,10 @@ def test_too_many_joint_actions_of_the_others_are_refused():
 
 @pytest.mark.parametrize("config, name, resume", [("pac_ns", "pac_sarsa_ns", True), ("pac", "pac_sarsa", False)])
 def test_pac_configs_train_save_and_resume_from_the_command_line(tmp_path, config, name, resume):
-    common = ["--config", config, "--env-config=gymma", "with", "env_args.key=pz-mpe-simple-spread-v3",
-              "env_args.time_limit=10", "batch_size_run=2", "env_processes=main", "buffer_size=2", "batch_size=2",
-              "test_nepisode=2", "test_interval=40", "log_interval=40", "learner_log_interval=40",
-              "runner_log_interval=40", "save_model=True", "save_model_interval=40", "hidden_dim=16",
-              f"local_results_path={tmp_path}"]
-    proc = run_main(*common, "t_max=80")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    folder = run_dir(str(tmp_path), "pz-mpe-simple-spread-v3", name, 1)
-    info = read_json(folder, "info.json")
+    _, info = train_on_spread(tmp_path, config, name, resume, "batch_size_run=2", "env_processes=main",
+                              "buffer_size=2", "batch_size=2")
     for key in ("critic_loss", "td_error_abs", "advantage_mean", "pg_loss", "pi_max", "entropy_coef"):
         assert np.all(np.isfinite(info[key])), key
-    if resume:
-        token = read_json(folder, "config.json")["unique_token"]
-        resumed = run_main(*common, "t_max=120", "resume=True", f"checkpoint_path={tmp_path / 'models' / token}")
-        assert resumed.returncode == 0 and "Resumed at t_env" in resumed.stderr, resumed.stderr[-3000:]
 
 
 def test_pac_trains_each_agent_on_its_own_reward(tmp_path):

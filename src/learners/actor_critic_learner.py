@@ -117,11 +117,20 @@ class ActorCriticLearner(PolicyLearner):
             return {}
         actions, rewards, mask = prepared
         policies = self._policies(batch)[:, :-1]  # [bs, T-1, n, n_actions]
-        advantages, critic_stats = self._train_critic(self._critic_data(batch), rewards, mask, t_env)  # [bs, T-1, n]
-        loss, policies = policy_gradient_loss(policies, advantages, actions, mask, self.args.entropy_coef)
+        advantages, critic_stats = self._critic_step(batch, rewards, mask, t_env)  # [bs, T-1, n]
+        loss, policies = policy_gradient_loss(policies, advantages, actions, mask, self._entropy_coef(t_env))
         grad_norm = self._optimise(self.agent_optimiser, self.agent_params, loss, t_env)
         self._finish(t_env, mask, critic_stats, advantages, loss, grad_norm, policies)
         return {}
+
+    def _critic_step(self, batch: EpisodeBatch, rewards: th.Tensor, mask: th.Tensor,
+                     t_env: int) -> tuple[th.Tensor, dict]:
+        """The critic's step of a train call: the advantages [bs, T-1, n] (no gradient) and its stats."""
+        return self._train_critic(self._critic_data(batch), rewards, mask, t_env)
+
+    def _entropy_coef(self, t_env: int) -> float:
+        """The actor loss's entropy coefficient at t_env (entropy_coef)."""
+        return self.args.entropy_coef
 
     def _prepare(self, batch: EpisodeBatch, t_env: int) -> tuple | None:
         """The taken actions [bs, T-1, n, 1], every agent's (standardised) reward and the valid-step mask

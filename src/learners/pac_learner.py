@@ -32,7 +32,7 @@ from components.episode_buffer import EpisodeBatch
 from modules.critics import REGISTRY as critic_REGISTRY
 from modules.critics.pac import taken_others
 
-from .actor_critic_learner import ActorCriticLearner, nstep_returns, policy_gradient_loss
+from .actor_critic_learner import ActorCriticLearner, nstep_returns
 from .policy_learner import masked_mean, taken
 
 STATE_VALUE_TYPES = ("cv_critic", "cv_critic_ns")
@@ -58,26 +58,17 @@ class PACLearner(ActorCriticLearner):
                                           "EPyMARL's PAC standardised the returns under this key "
                                           "(standardise_returns=True does that)")
 
-    def entropy_coef(self, t_env: int) -> float:
+    def _entropy_coef(self, t_env: int) -> float:
         """initial_entropy_coef, annealed linearly to final_entropy_coef at entropy_end_ratio * t_max env steps."""
         end = self.args.t_max * self.args.entropy_end_ratio
         progress = min(1.0, t_env / end) if end > 0 else 1.0  # entropy_end_ratio 0: the final coefficient
         return progress * self.args.final_entropy_coef + (1.0 - progress) * self.args.initial_entropy_coef
 
-    def train(self, batch: EpisodeBatch, t_env: int, episode_num: int, per_weight: th.Tensor | None = None) -> dict:
-        """One step of the critic and state value, then one actor step with the annealed entropy coefficient."""
-        prepared = self._prepare(batch, t_env)
-        if prepared is None:
-            return {}
-        actions, rewards, mask = prepared
-        policies = self._policies(batch)[:, :-1]  # [bs, T-1, n, n_actions]
-        advantages, critic_stats = self._train_critic_and_value(batch, rewards, mask, t_env)  # [bs, T-1, n]
-        entropy_coef = self.entropy_coef(t_env)
-        loss, policies = policy_gradient_loss(policies, advantages, actions, mask, entropy_coef)
-        grad_norm = self._optimise(self.agent_optimiser, self.agent_params, loss, t_env)
-        self._finish(t_env, mask, {**critic_stats, "entropy_coef": entropy_coef}, advantages, loss, grad_norm,
-                     policies)
-        return {}
+    def _critic_step(self, batch: EpisodeBatch, rewards: th.Tensor, mask: th.Tensor,
+                     t_env: int) -> tuple[th.Tensor, dict]:
+        """PAC's critic and state-value step; its stats include the entropy coefficient the actor step uses."""
+        advantages, stats = self._train_critic_and_value(batch, rewards, mask, t_env)
+        return advantages, {**stats, "entropy_coef": self._entropy_coef(t_env)}
 
     def _train_critic_and_value(self, batch: EpisodeBatch, rewards: th.Tensor, mask: th.Tensor,
                                 t_env: int) -> tuple[th.Tensor, dict]:
