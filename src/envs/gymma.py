@@ -21,6 +21,7 @@ go to the env's constructor (VMAS: the scenario's keyword arguments). As in EPyM
   with common_reward=False step() returns each agent's, an array [n_agents].
 """
 import difflib
+import functools
 import importlib
 import pkgutil
 from typing import Any
@@ -109,11 +110,13 @@ class _VMASTask(_GymTask):
                              terminated_truncated=True, wrapper="gymnasium", **kwargs)
 
 
-def _vmas_scenarios() -> list[str]:
-    """The names of VMAS's scenarios (its scenarios/ modules, sub-folders included, as EPyMARL registers them)."""
+@functools.cache
+def _vmas_scenarios() -> tuple[str, ...]:
+    """The names of VMAS's scenarios (its scenarios/ modules, sub-folders included, as EPyMARL registers them);
+    listed once per process, not for every env built."""
     folder = importlib.import_module("vmas.scenarios").__path__
-    return sorted(info.name.rpartition(".")[2] for info in pkgutil.walk_packages(folder, "vmas.scenarios.")
-                  if not info.ispkg and "__" not in info.name)
+    return tuple(sorted(info.name.rpartition(".")[2] for info in pkgutil.walk_packages(folder, "vmas.scenarios.")
+                        if not info.ispkg and "__" not in info.name))
 
 
 class _PettingZooTask:

@@ -34,12 +34,11 @@ import torch as th
 
 from components.episode_buffer import EpisodeBatch
 from modules.critics import REGISTRY as critic_REGISTRY
-from utils.running_stats import Standardisation
 from utils.th_utils import follow_targets
 
 from .policy_learner import PolicyLearner, masked_mean, taken
 from .ppo_learner import clipped_surrogate_loss
-from .q_learner import batch_transitions
+from .standardised import StandardisedLearner
 
 LOG_EPS = 1e-10  # EPyMARL's: log(p + LOG_EPS)
 
@@ -95,7 +94,7 @@ def clipped_policy_loss(policies: th.Tensor, old_log_pi_taken: th.Tensor, advant
     return loss, policies
 
 
-class ActorCriticLearner(PolicyLearner):
+class ActorCriticLearner(StandardisedLearner, PolicyLearner):
     """Trains ``mac`` (a policy: agent_output_type pi_logits) and the state-value critic critic_type."""
 
     COUNTERS = ("log_stats_t", "critic_training_steps", "last_target_update_step")
@@ -106,19 +105,17 @@ class ActorCriticLearner(PolicyLearner):
         if args.critic_type not in self.CRITIC_TYPES:
             raise ValueError(f"critic_type={args.critic_type!r}: {args.learner} takes {', '.join(self.CRITIC_TYPES)}")
         self._add_critic(critic_REGISTRY[args.critic_type](scheme, args), critic_lr=args.lr)
-        reward_shape = (1,) if args.common_reward else (self.n_agents,)  # the team's, or each agent's
-        self.standardisation = Standardisation(args.standardise_rewards, args.standardise_returns, reward_shape,
-                                               (self.n_agents,))
+        self._init_standardisation(args, (self.n_agents,))
 
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int, per_weight: th.Tensor | None = None) -> dict:
         """One critic step, then one actor step; per_weight (prioritized replay) is refused at construction."""
         prepared = self._prepare(batch, t_env)
         if prepared is None:
             return {}
-        actions, rewards, mask = prepared
+        data, rewards, mask = prepared
         policies = self._policies(batch)[:, :-1]  # [bs, T-1, n, n_actions]
         advantages, critic_stats = self._critic_step(batch, rewards, mask, t_env)  # [bs, T-1, n]
-        loss, policies = policy_gradient_loss(policies, advantages, actions, mask, self._entropy_coef(t_env))
+        loss, policies = policy_gradient_loss(policies, advantages, data.actions, mask, self._entropy_coef(t_env))
         grad_norm = self._optimise(self.agent_optimiser, self.agent_params, loss, t_env)
         self._finish(t_env, mask, critic_stats, advantages, loss, grad_norm, policies)
         return {}
@@ -131,18 +128,6 @@ class ActorCriticLearner(PolicyLearner):
     def _entropy_coef(self, t_env: int) -> float:
         """The actor loss's entropy coefficient at t_env (entropy_coef)."""
         return self.args.entropy_coef
-
-    def _prepare(self, batch: EpisodeBatch, t_env: int) -> tuple | None:
-        """The taken actions [bs, T-1, n, 1], every agent's (standardised) reward and the valid-step mask
-        [bs, T-1, n]; None (logged) when the batch has no valid step."""
-        data = batch_transitions(batch)
-        # [bs, T-1, 1], or [bs, T-1, n] with per-agent rewards (common_reward=False)
-        rewards = self.standardisation.rewards(data.rewards)
-        mask = data.mask.expand(-1, -1, self.n_agents)  # [bs, T-1, n]
-        if mask.sum() == 0:
-            self.logger.console_logger.error(f"{self.args.learner}: no valid step in the batch at t_env {t_env}")
-            return None
-        return data.actions, rewards.expand(-1, -1, self.n_agents), mask  # a team reward goes to every agent
 
     def _finish(self, t_env: int, mask: th.Tensor, critic_stats: dict, advantages: th.Tensor, loss: th.Tensor,
                 grad_norm: th.Tensor, policies: th.Tensor) -> None:
@@ -184,20 +169,6 @@ class ActorCriticLearner(PolicyLearner):
             self.args.target_update_interval_or_tau, self.critic_training_steps, self.last_target_update_step,
             lambda: self.target_critic.load_state_dict(self.critic.state_dict()), [(self.target_critic, self.critic)])
 
-    def cuda(self) -> None:
-        super().cuda()
-        self.standardisation.to("cuda")
-
-    def state_dict(self) -> dict:
-        """The counters and the running reward / return statistics."""
-        return {**super().state_dict(), **self.standardisation.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        """Restore state_dict's; a checkpoint trained with other standardise_rewards / standardise_returns
-        settings is refused (ValueError)."""
-        super().load_state_dict(state)
-        self.standardisation.load_state_dict(state)
-
 
 class PPOLearner(ActorCriticLearner):
     """EPyMARL's PPO learner (``learner: epymarl_ppo_learner``: MAPPO with cv_critic, EPyMARL's IPPO
@@ -212,7 +183,8 @@ class PPOLearner(ActorCriticLearner):
         prepared = self._prepare(batch, t_env)
         if prepared is None:
             return {}
-        actions, rewards, mask = prepared
+        data, rewards, mask = prepared
+        actions = data.actions  # [bs, T-1, n, 1]
         with th.no_grad():
             old_policies = self._policies(batch)[:, :-1].masked_fill((mask == 0).unsqueeze(-1), 1.0)
             old_log_pi_taken = th.log(taken(old_policies, actions) + LOG_EPS)  # [bs, T-1, n]

@@ -30,13 +30,13 @@ from types import SimpleNamespace
 import torch as th
 
 from components.episode_buffer import EpisodeBatch
-from utils.running_stats import Standardisation
 from utils.th_utils import follow_targets
 
 from .q_learner import QLearner, Transitions
+from .standardised import StandardisedLearner
 
 
-class EPyMARLQLearner(QLearner):
+class EPyMARLQLearner(StandardisedLearner, QLearner):
     """Trains ``mac`` and the mixer ``args.mixer`` (vdn, qmix, or None for independent learners)."""
 
     MIXERS = ("qmix", "vdn")
@@ -48,10 +48,8 @@ class EPyMARLQLearner(QLearner):
             raise ValueError(f"common_reward=False (a reward per agent): the {args.mixer} mixer learns one team "
                              f"value from one team reward; use mixer=None (iql_epymarl, iql_ns) or common_reward=True")
         super().__init__(mac, scheme, logger, args)
-        reward_shape = (1,) if args.common_reward else (args.n_agents,)  # the team's, or each agent's
         return_shape = (1,) if self.mixer is not None else (args.n_agents,)  # Q_tot's, or each agent's
-        self.standardisation = Standardisation(args.standardise_rewards, args.standardise_returns, reward_shape,
-                                               return_shape)
+        self._init_standardisation(args, return_shape)
         self.training_steps = 0
         self.last_target_update_step = 0
 
@@ -79,19 +77,12 @@ class EPyMARLQLearner(QLearner):
         self.last_target_update_step = follow_targets(self.args.target_update_interval_or_tau, self.training_steps,
                                                       self.last_target_update_step, self._update_targets, pairs)
 
-    def cuda(self) -> None:
-        super().cuda()
-        self.standardisation.to("cuda")
-
     def state_dict(self) -> dict:
         """The counters and the running reward / return statistics."""
         return {**super().state_dict(), "training_steps": self.training_steps,
-                "last_target_update_step": self.last_target_update_step, **self.standardisation.state_dict()}
+                "last_target_update_step": self.last_target_update_step}
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore state_dict's; a checkpoint trained with other standardise_rewards / standardise_returns
-        settings is refused (ValueError)."""
         super().load_state_dict(state)
         self.training_steps = state["training_steps"]
         self.last_target_update_step = state["last_target_update_step"]
-        self.standardisation.load_state_dict(state)

@@ -39,11 +39,11 @@ import torch as th
 from components.action_selectors import UNAVAILABLE_LOGIT, gumbel_softmax
 from components.episode_buffer import EpisodeBatch
 from modules.critics import REGISTRY as critic_REGISTRY
-from utils.running_stats import Standardisation
 from utils.th_utils import follow_targets, one_hot
 
 from .policy_learner import PolicyLearner, masked_mean
-from .q_learner import TARGET_DIR, batch_transitions
+from .q_learner import TARGET_DIR
+from .standardised import StandardisedLearner
 
 CRITIC_TYPES = ("maddpg_critic", "maddpg_critic_ns")
 
@@ -67,7 +67,7 @@ def own_gradient_joint_actions(samples: th.Tensor) -> th.Tensor:
     return joint.reshape(bs, steps, n, n * n_actions)  # [bs, T, n (critic i), n * n_actions]
 
 
-class MADDPGLearner(PolicyLearner):
+class MADDPGLearner(StandardisedLearner, PolicyLearner):
     """Trains ``mac`` (agent_output_type pi_logits; its raw outputs are the actors' logits) and the critic."""
 
     COUNTERS = ("log_stats_t", "last_target_update_step")  # the targets follow episodes, not critic steps
@@ -83,18 +83,14 @@ class MADDPGLearner(PolicyLearner):
                              f"(rnn or rnn_ns)")
         self._add_critic(critic_REGISTRY[args.critic_type](scheme, args), critic_lr=args.lr)
         self.target_mac = copy.deepcopy(mac)
-        reward_shape = (1,) if args.common_reward else (self.n_agents,)  # the team's, or each agent's
-        self.standardisation = Standardisation(args.standardise_rewards, args.standardise_returns, reward_shape,
-                                               (self.n_agents,))
+        self._init_standardisation(args, (self.n_agents,))
 
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int, per_weight: th.Tensor | None = None) -> dict:
         """One critic step, then one actor step; per_weight (prioritized replay) is refused at construction."""
-        data = batch_transitions(batch)
-        mask = data.mask.expand(-1, -1, self.n_agents)  # [bs, T-1, n]
-        if mask.sum() == 0:
-            self.logger.console_logger.error(f"{self.args.learner}: no valid step in the batch at t_env {t_env}")
+        prepared = self._prepare(batch, t_env)
+        if prepared is None:
             return {}
-        rewards = self.standardisation.rewards(data.rewards).expand(-1, -1, self.n_agents)  # [bs, T-1, n]
+        data, rewards, mask = prepared  # rewards and mask [bs, T-1, n]
         self.mac.agent.train()
         logits, target_logits = self._logits(batch)  # [bs, T, n, n_actions] each
         inputs = self.critic.build_inputs(batch)  # [bs, T, n, input]
@@ -152,7 +148,6 @@ class MADDPGLearner(PolicyLearner):
     def cuda(self) -> None:
         super().cuda()
         self.target_mac.cuda()
-        self.standardisation.to("cuda")
 
     def save_models(self, path: str) -> None:
         """PolicyLearner's files, and the target actors as target/agent.th."""
@@ -170,11 +165,3 @@ class MADDPGLearner(PolicyLearner):
     def load_target_models(self, path: str) -> None:
         super().load_target_models(path)
         self.target_mac.load_models(os.path.join(path, TARGET_DIR))
-
-    def state_dict(self) -> dict:
-        """The counters and the running reward / return statistics."""
-        return {**super().state_dict(), **self.standardisation.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
-        self.standardisation.load_state_dict(state)
