@@ -16,10 +16,15 @@ PettingZoo's order and bounds checks, as in SMAC.
 from typing import Any
 
 import numpy as np
-from gymnasium import spaces
-from pettingzoo.utils import wrappers
-from pettingzoo.utils.conversions import parallel_to_aec
-from pettingzoo.utils.env import ParallelEnv
+
+try:
+    from gymnasium import spaces
+    from pettingzoo.utils import wrappers
+    from pettingzoo.utils.conversions import parallel_to_aec
+    from pettingzoo.utils.env import ParallelEnv
+except ModuleNotFoundError as missing:  # the package's optional part: say how to get it, in one line
+    raise ModuleNotFoundError(f"marlkit.smac_pettingzoo needs {missing.name}: pip install \"marlkit[pettingzoo]\" "
+                              f"(in a checkout: pip install \".[pettingzoo]\")", name=missing.name) from None
 
 from .smac import StarCraft2Env, get_map_params
 
