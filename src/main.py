@@ -51,11 +51,11 @@ SRC_DIR = dirname(abspath(__file__))
 REPO_DIR = dirname(SRC_DIR)
 CONFIG_DIR = join(SRC_DIR, "config")
 USAGE_EXIT_CODE = 2
-# EPyMARL's learners: the ones that train on each agent's own reward (common_reward=False; the Q-learner
-# without a mixer), and whose hidden_dim, as in EPyMARL, sets the agent's width too (rnn_hidden_dim) when
-# given alone.
-EPYMARL_LEARNERS = ("actor_critic_learner", "epymarl_ppo_learner", "epymarl_q_learner", "maddpg_learner",
-                    "pac_learner")
+# EPyMARL's learners that train on each agent's own reward (common_reward=False; the Q-learner without a mixer)
+PER_AGENT_REWARD_LEARNERS = ("actor_critic_learner", "epymarl_ppo_learner", "epymarl_q_learner", "maddpg_learner",
+                             "pac_learner")
+# EPyMARL's learners, whose hidden_dim, as in EPyMARL, sets the agent's width too (rnn_hidden_dim) when given alone
+EPYMARL_LEARNERS = PER_AGENT_REWARD_LEARNERS + ("pac_dcg_learner",)
 # SMAC's env, and SMACv2's: sc2wrapped plays a 10gen map with the capability_config given,
 # sc2v2 one of the 15 scenarios of SMACv2's paper by name (EPyMARL's), from smacv2_configs/.
 SMACV2_ENVS = tuple(env for env in STARCRAFT_ENVS if env != "sc2")
@@ -213,10 +213,10 @@ def check_settings(config: dict) -> None:
     if not config["common_reward"] and config["env"] != "gymma":
         raise InputError(f"common_reward=False (a reward per agent) needs a gymma task: {config['env']} gives one "
                          f"team reward")
-    if not config["common_reward"] and config["learner"] not in EPYMARL_LEARNERS:
+    if not config["common_reward"] and config["learner"] not in PER_AGENT_REWARD_LEARNERS:
         raise InputError(f"common_reward=False (a reward per agent): {config['learner']} trains on one team reward; "
-                         f"the learners that take per-agent rewards: {', '.join(EPYMARL_LEARNERS)} "
-                         f"(ia2c, maa2c, mappo, ippo_epymarl, iql_epymarl, maddpg, pac and the _ns configs)")
+                         f"the learners that take per-agent rewards: {', '.join(PER_AGENT_REWARD_LEARNERS)} "
+                         f"(ia2c, maa2c, mappo, ippo_epymarl, iql_epymarl, maddpg, pac and their _ns configs)")
     if not config["common_reward"] and config["learner"] == "epymarl_q_learner" and config["mixer"] is not None:
         raise InputError(f"common_reward=False (a reward per agent): the {config['mixer']} mixer learns one team "
                          f"value from one team reward; use an independent learner (iql_epymarl, iql_ns)")

@@ -13,7 +13,7 @@ SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 
 CONFIG_READERS = ("components", "controllers", "learners", "modules", "runners", "run", "envs", "utils")
 # Set by run.py from the env, or derived by it, not configured.
 RUNTIME_KEYS = {"n_agents", "n_actions", "state_shape", "obs_shape", "episode_limit", "device", "unique_token",
-                "env_seed_generation"}
+                "env_seed_generation", "seed"}  # seed: sacred's, set by main.py when not given
 
 
 def config_reads() -> dict:

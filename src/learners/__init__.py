@@ -10,7 +10,7 @@ from .maddpg_learner import MADDPGLearner
 from .max_q_learner import MaxQLearner
 from .nq_learner import NQLearner
 from .offpg_learner import OffPGLearner
-from .pac_learner import PACLearner
+from .pac_learner import PACDCGLearner, PACLearner
 from .policy_gradient_v2 import PolicyGradientV2Learner
 from .ppo_learner import PPOLearner
 from .q_learner import QLearner
@@ -33,4 +33,5 @@ REGISTRY = {
     "epymarl_q_learner": EPyMARLQLearner,  # EPyMARL's IQL, VDN, QMIX (its q_learner)
     "maddpg_learner": MADDPGLearner,  # EPyMARL's MADDPG
     "pac_learner": PACLearner,  # EPyMARL's PAC (its actor_critic_pac_learner)
+    "pac_dcg_learner": PACDCGLearner,  # EPyMARL's PAC-DCG (its actor_critic_pac_dcg_learner)
 }

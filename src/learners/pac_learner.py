@@ -49,14 +49,18 @@ class PACLearner(ActorCriticLearner):
             raise ValueError(f"state_value_type={args.state_value_type!r}: {args.learner} takes "
                              f"{', '.join(STATE_VALUE_TYPES)}")
         self.state_value = critic_REGISTRY[args.state_value_type](scheme, args)
-        self.critic_params += list(self.state_value.parameters())
-        self.critic_optimiser = Adam(params=self.critic_params, lr=args.lr)  # critic and state value together
         self.networks["state_value.th"] = self.state_value
-        self.optimisers["critic_opt.th"] = self.critic_optimiser
+        self._add_state_value_optimiser(args)
         if args.standardise_rewards:
             logger.console_logger.warning("pac_learner: standardise_rewards=True standardises the rewards here; "
                                           "EPyMARL's PAC standardised the returns under this key "
                                           "(standardise_returns=True does that)")
+
+    def _add_state_value_optimiser(self, args: SimpleNamespace) -> None:
+        """PAC trains the critic and the state value in one Adam step (one clipped gradient)."""
+        self.critic_params += list(self.state_value.parameters())
+        self.critic_optimiser = Adam(params=self.critic_params, lr=args.lr)
+        self.optimisers["critic_opt.th"] = self.critic_optimiser
 
     def _entropy_coef(self, t_env: int) -> float:
         """initial_entropy_coef, annealed linearly to final_entropy_coef at entropy_end_ratio * t_max env steps."""
@@ -79,10 +83,7 @@ class PACLearner(ActorCriticLearner):
             target_best = taken(self.target_critic.max_over_others(inputs), actions)  # [bs, T-1, n]
             target_best = self.standardisation.values(target_best)
             best = taken(self.critic.max_over_others(inputs), actions)  # the critic before its step
-        # [bs, T-1, n]; a zero value after the last transition, which add_value_last_step=False never reads
-        values_after = th.cat([target_best, th.zeros_like(target_best[:, :1])], dim=1)  # [bs, T, n]
-        returns = nstep_returns(rewards, mask, values_after, self.args.q_nstep, self.args.gamma, False)
-        returns = self.standardisation.returns(returns)  # [bs, T-1, n]
+        returns = self.standardisation.returns(self._nstep_targets(rewards, mask, target_best))  # [bs, T-1, n]
         q_taken = taken(self.critic(inputs, taken_others(batch, self.n_actions)[:, :-1]), actions)  # [bs, T-1, n]
         state_values = self.state_value(self.state_value.build_inputs(batch))[:, :-1, :, 0]  # [bs, T-1, n]
         masked_td_error = (returns - q_taken) * mask
@@ -91,4 +92,72 @@ class PACLearner(ActorCriticLearner):
         stats = {"critic_loss": loss.detach(), "critic_grad_norm": grad_norm,
                  "td_error_abs": masked_mean(masked_td_error.detach().abs(), mask),
                  "q_taken_mean": masked_mean(q_taken.detach(), mask), "target_mean": masked_mean(returns, mask)}
+        return (best - state_values.detach()) * mask, stats
+
+    def _nstep_targets(self, rewards: th.Tensor, mask: th.Tensor, values: th.Tensor) -> th.Tensor:
+        """q_nstep-step returns [bs, T-1, n] bootstrapped from the values of the transitions [bs, T-1, n]; the
+        return stops at the last transition (no value added after it)."""
+        # a zero value after the last transition, which add_value_last_step=False never reads
+        values_after = th.cat([values, th.zeros_like(values[:, :1])], dim=1)  # [bs, T, n]
+        return nstep_returns(rewards, mask, values_after, self.args.q_nstep, self.args.gamma, False)
+
+
+class PACDCGLearner(PACLearner):
+    """EPyMARL's PAC-DCG (``learner: pac_dcg_learner``; configs pac_dcg_ns and marlkit's shared pac_dcg), as
+    its actor_critic_pac_dcg_learner.py computes it: PAC with a deep coordination graph as the critic
+    (modules/critics/dcg.py: one joint Q(s, u) for the team), and "the others' best joint action" taken as
+    the graph's greedy joint action (message passing) rather than enumerated. One train call:
+
+    1. Targets, from the target critic: for each agent i, its action taken put into the target critic's
+       greedy joint action g', G_i,t = q_nstep-step return (as PAC) bootstrapped from Q'(s_t, g'_{-i,t}, u_i,t).
+    2. Critic, one Adam step (lr, its own clipped gradient): loss = sum over agents i of the mean over valid
+       steps t of (G_i,t - Q(s_t, u_t))^2 (EPyMARL's sum over agents).
+    3. State value V_i(s) (state_value_type), one Adam step of its own: mean over valid (t, i) of
+       (G^V_i,t - V_i(s_t))^2, G^V the q_nstep-step return bootstrapped from V itself (no gradient).
+    4. Actor, PAC's step with A_i,t = Q(s_t, g_{-i,t}, u_i,t) - V_i(s_t), g the critic's greedy joint action
+       (the critic before its step; no gradient).
+
+    Stats as PAC's, under EPyMARL's names; td_error_abs, q_taken_mean and target_mean are means over valid
+    (t, i) (EPyMARL divides their sums over agents by the valid steps only: n times these), critic_loss the
+    loss trained. standardise_returns is refused (EPyMARL standardised V's and Q's returns apart, under
+    standardise_rewards); standardise_rewards standardises the rewards, as with PAC.
+    """
+
+    CRITIC_TYPES = ("pac_dcg_critic", "pac_dcg_critic_ns")
+
+    def __init__(self, mac, scheme: dict, logger, args: SimpleNamespace):
+        if args.standardise_returns:
+            raise ValueError("pac_dcg_learner: standardise_returns=True is not offered (the critic's and the state "
+                             "value's returns would need statistics of their own); set standardise_returns=False")
+        super().__init__(mac, scheme, logger, args)
+
+    def _add_state_value_optimiser(self, args: SimpleNamespace) -> None:
+        """PAC-DCG trains the state value with an Adam of its own (its own clipped gradient)."""
+        self.state_value_params = list(self.state_value.parameters())
+        self.state_value_optimiser = Adam(params=self.state_value_params, lr=args.lr)
+        self.optimisers["state_value_opt.th"] = self.state_value_optimiser
+
+    def _train_critic_and_value(self, batch: EpisodeBatch, rewards: th.Tensor, mask: th.Tensor,
+                                t_env: int) -> tuple[th.Tensor, dict]:
+        """One step of the graph critic and one of the state value; the advantages [bs, T-1, n] and stats."""
+        actions = batch["actions"][:, :-1, :, 0].long()  # [bs, T-1, n]
+        available = batch["avail_actions"][:, :-1]  # [bs, T-1, n, n_actions]
+        inputs = self.critic.build_inputs(batch)[:, :-1]  # [bs, T-1, n, input]
+        utilities, payoffs = self.critic(inputs)  # [bs, T-1, n, n_actions], [bs, T-1, E, n_actions, n_actions]
+        with th.no_grad():
+            target_best = self.target_critic.best_responses(*self.target_critic(inputs), available, actions)
+            best = self.critic.best_responses(utilities.detach(), payoffs.detach(), available, actions)  # [bs, T-1, n]
+        returns = self._nstep_targets(rewards, mask, target_best)  # [bs, T-1, n]
+        q_taken = self.critic.q_values(utilities, payoffs, actions.unsqueeze(-2))  # [bs, T-1, 1]
+        state_values = self.state_value(self.state_value.build_inputs(batch))[:, :-1, :, 0]  # [bs, T-1, n]
+        value_returns = self._nstep_targets(rewards, mask, state_values.detach())  # [bs, T-1, n]
+        masked_td_error = (returns - q_taken) * mask  # [bs, T-1, n]
+        loss = masked_td_error.pow(2).sum() / mask[..., 0].sum()
+        value_loss = masked_mean((value_returns - state_values).pow(2), mask)
+        self._optimise(self.state_value_optimiser, self.state_value_params, value_loss, t_env)
+        grad_norm = self._optimise(self.critic_optimiser, self.critic_params, loss, t_env)
+        stats = {"critic_loss": loss.detach(), "critic_grad_norm": grad_norm,
+                 "td_error_abs": masked_mean(masked_td_error.detach().abs(), mask),
+                 "q_taken_mean": masked_mean(q_taken.detach().expand_as(mask), mask),
+                 "target_mean": masked_mean(returns, mask)}
         return (best - state_values.detach()) * mask, stats

@@ -27,6 +27,18 @@ class AgentLinear(nn.Module):
         return th.einsum("...ni,nio->...no", x, self.weight) + self.bias
 
 
+def gru_step(x: th.Tensor, h: th.Tensor | None, input_layer: nn.Module, memory_layer: nn.Module) -> th.Tensor:
+    """One GRUCell step (its gate order r, z, n) with the input and memory transforms given as layers (each
+    [..., hidden] -> [..., 3 * hidden]; AgentLinear for a network per agent): the new memory from features
+    x [..., hidden] and the memory before (None: zeros)."""
+    h = x.new_zeros(x.shape) if h is None else h
+    x_r, x_z, x_n = input_layer(x).chunk(3, dim=-1)
+    h_r, h_z, h_n = memory_layer(h).chunk(3, dim=-1)
+    reset, update = th.sigmoid(x_r + h_r), th.sigmoid(x_z + h_z)
+    candidate = th.tanh(x_n + reset * h_n)
+    return (1 - update) * candidate + update * h
+
+
 class RNNNSAgent(nn.Module):
     def __init__(self, input_shape: int, args: SimpleNamespace):
         super().__init__()
@@ -48,12 +60,7 @@ class RNNNSAgent(nn.Module):
         """The new memory from features x [..., n_agents, hidden] and the memory before (None: zeros)."""
         if not self.recurrent:
             return F.relu(self.rnn(x))
-        h = x.new_zeros(x.shape) if h is None else h
-        x_r, x_z, x_n = self.rnn(x).chunk(3, dim=-1)
-        h_r, h_z, h_n = self.rnn_hidden(h).chunk(3, dim=-1)
-        reset, update = th.sigmoid(x_r + h_r), th.sigmoid(x_z + h_z)
-        candidate = th.tanh(x_n + reset * h_n)
-        return (1 - update) * candidate + update * h
+        return gru_step(x, h, self.rnn, self.rnn_hidden)
 
     def forward(self, inputs: th.Tensor, hidden_state: th.Tensor | None = None) -> tuple[th.Tensor, th.Tensor]:
         """inputs [bs, n_agents, input] (or [bs*n_agents, input]), hidden_state likewise → (q [..., n_actions],

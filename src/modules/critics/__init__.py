@@ -1,6 +1,7 @@
 """Critics of the policy-gradient learners (learners/coma_learner.py, lica_learner.py, offpg_learner.py,
-fmac_learner.py, and EPyMARL's actor_critic_learner.py, maddpg_learner.py and pac_learner.py)."""
+fmac_learner.py, and EPyMARL's actor_critic_learner.py, maddpg_learner.py and pac_learner.py with PAC-DCG)."""
 from .coma import COMACritic
+from .dcg import DCGCritic, DCGCriticNS
 from .fmac import FMACCritic
 from .lica import LICACritic
 from .offpg import OffPGCritic
@@ -11,4 +12,5 @@ REGISTRY = {"coma": COMACritic, "lica": LICACritic, "offpg": OffPGCritic, "fmac"
             # EPyMARL's critic_type names
             "ac_critic": ACCritic, "cv_critic": CentralVCritic, "ac_critic_ns": ACCriticNS,
             "cv_critic_ns": CentralVCriticNS, "maddpg_critic": MADDPGCritic, "maddpg_critic_ns": MADDPGCriticNS,
-            "pac_critic": PACCritic, "pac_critic_ns": PACCriticNS}
+            "pac_critic": PACCritic, "pac_critic_ns": PACCriticNS, "pac_dcg_critic": DCGCritic,
+            "pac_dcg_critic_ns": DCGCriticNS}
