@@ -5,7 +5,9 @@ from types import SimpleNamespace
 import pytest
 import torch as th
 
-from components.action_selectors import REGISTRY, EpsilonGreedyActionSelector
+from torch.distributions import Categorical
+
+from components.action_selectors import REGISTRY, EpsilonGreedyActionSelector, categorical_sample
 from components.epsilon_schedules import DecayThenFlatSchedule
 
 th.set_num_threads(1)
@@ -47,6 +49,18 @@ def test_greedy_picks_best_available_action():
     qs = th.tensor([[[5.0, 1.0, 3.0, -2.0], [-1.0, -4.0, -3.0, -2.0]]])  # [1, 2, 4]
     avail = th.tensor([[[0, 1, 1, 1], [0, 1, 1, 0]]])
     assert selector.select_action(qs, avail, t_env=0).tolist() == [[2, 2]]
+
+
+def test_the_categorical_draw_is_torchs_categorical_draw_from_the_same_random_state():
+    """categorical_sample stands in for Categorical(...).sample() (PyMARL2's draw): the same actions
+    from the same seed, so that a run's numbers did not change with it."""
+    weights = (th.rand(7, 3, 6) < 0.6).float() * th.rand(7, 3, 6)
+    weights[..., 0] += 0.1  # every row has a positive weight
+    for seed in range(5):
+        th.manual_seed(seed)
+        expected = [Categorical(probs=weights, validate_args=False).sample() for _ in range(3)]
+        th.manual_seed(seed)
+        assert all(th.equal(categorical_sample(weights), draw) for draw in expected)
 
 
 def test_random_actions_are_uniform_over_available():

@@ -3,9 +3,18 @@ from types import SimpleNamespace
 
 import torch as th
 import torch.nn.functional as F
-from torch.distributions import Categorical
 
 from .epsilon_schedules import DecayThenFlatSchedule
+
+
+def categorical_sample(weights: th.Tensor) -> th.Tensor:
+    """One draw per row of the categorical distribution with these non-negative weights [..., n] (long
+    [...]): the same numbers from the same random state as torch's Categorical(probs=weights).sample(),
+    which normalises the weights and calls multinomial the same way, without the cost of building the
+    distribution object on every step. A row with no positive weight gives NaN probabilities, on which
+    multinomial raises."""
+    probs = weights / weights.sum(-1, keepdim=True)
+    return th.multinomial(probs.reshape(-1, probs.shape[-1]), 1, True).reshape(probs.shape[:-1])
 
 
 class EpsilonGreedyActionSelector:
@@ -35,10 +44,8 @@ class EpsilonGreedyActionSelector:
         masked_qs = agent_qs.masked_fill(unavailable, -float("inf"))
 
         pick_random = th.rand_like(agent_qs[:, :, 0]) < self.epsilon  # [bs, n_agents]
-        # Categorical normalises the 0/1 mask: uniform over the available actions. Its argument
-        # check is skipped (it costs as much as the draw) and nothing else checks the mask: a row
-        # with no available action gives NaN probabilities, on which the draw (multinomial) raises.
-        random_actions = Categorical(avail_actions.float(), validate_args=False).sample()  # [bs, n_agents]
+        # the 0/1 mask normalised: uniform over the available actions (PyMARL2's Categorical draw)
+        random_actions = categorical_sample(avail_actions.float())  # [bs, n_agents]
         greedy_actions = masked_qs.argmax(dim=2)  # [bs, n_agents]
         return th.where(pick_random, random_actions, greedy_actions)
 
@@ -84,7 +91,7 @@ class MultinomialActionSelector(PolicySelector):
             self.epsilon = self.schedule.eval(t_env)
             uniform = available / (available.sum(-1, keepdim=True) + 1e-8)  # [bs, n_agents, n_actions]
             policies = (1 - self.epsilon) * policies + self.epsilon * uniform  # 0 on unavailable actions
-            actions = Categorical(probs=policies, validate_args=False).sample()  # [bs, n_agents]
+            actions = categorical_sample(policies)  # [bs, n_agents]
         return (actions, policies) if self.save_probs else actions
 
 
@@ -144,7 +151,7 @@ class SoftPoliciesActionSelector:
     def select_action(self, agent_policies: th.Tensor, avail_actions: th.Tensor, t_env: int,
                       test_mode: bool = False) -> th.Tensor | tuple[th.Tensor, th.Tensor]:
         """agent_policies [bs, n_agents, n_actions] -> actions LongTensor [bs, n_agents]."""
-        actions = Categorical(probs=agent_policies, validate_args=False).sample()  # [bs, n_agents]
+        actions = categorical_sample(agent_policies)  # [bs, n_agents]
         return (actions, agent_policies) if self.save_probs else actions
 
 

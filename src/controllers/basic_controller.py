@@ -80,7 +80,8 @@ class BasicMAC:
 
     def _agent_step(self, ep_batch: EpisodeBatch, t: int, test_mode: bool) -> th.Tensor:
         """The agent network's raw outputs [bs, n_agents, n_actions] at step t; advances hidden_states."""
-        self.agent.train(not test_mode)
+        if self.agent.training == test_mode:  # switched only when it changes (train() walks every module)
+            self.agent.train(not test_mode)
         agent_inputs = self._build_inputs(ep_batch, t)  # [bs, n_agents, input]
         agent_outs, self.hidden_states = self.agent(agent_inputs, self.hidden_states)  # [bs, n_agents, n_actions]
         return agent_outs
