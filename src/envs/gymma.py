@@ -256,6 +256,9 @@ class GymmaEnv(MultiAgentEnv):
         self.steps = 0
         self.observations = np.zeros((self.n_agents, self.obs_size), dtype=np.float32)  # [agents, obs]
         self.unmasked = self._unmasked_actions()  # [agents, actions]: each agent's own actions
+        # a Box observation is flattened as gymnasium's flatten does it (in the space's dtype), without its dispatch
+        self.box_dtypes = [space.dtype if isinstance(space, _gymnasium().spaces.Box) else None
+                           for space in self.task.observation_spaces]
         self.avail = self.unmasked.copy()
         if seed is not None:
             self.task.seed(int(seed))
@@ -271,7 +274,8 @@ class GymmaEnv(MultiAgentEnv):
         spaces = _gymnasium().spaces
         self.observations[:] = 0.0
         for agent_id, (space, observation) in enumerate(zip(self.task.observation_spaces, observations)):
-            flat = spaces.flatten(space, observation)
+            dtype = self.box_dtypes[agent_id]
+            flat = spaces.flatten(space, observation) if dtype is None else np.asarray(observation, dtype=dtype).ravel()
             self.observations[agent_id, :flat.shape[0]] = flat
         np.copyto(self.avail, self.unmasked)
         masks = self.task.action_masks(info)
