@@ -4,6 +4,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch as th
 
 from envs.gymma import GymmaEnv, GymmaError
 from main_runs import read_json, run_dir, run_main
@@ -12,6 +13,7 @@ LBF = "lbforaging:Foraging-8x8-2p-3f-v3"
 RWARE = "rware:rware-tiny-2ag-v2"
 SPREAD = "pz-mpe-simple-spread-v3"
 ADVERSARY = "pz-mpe-simple-adversary-v3"
+TAG = "pz-mpe-simple-tag-v3"
 BALANCE = "vmas-balance"
 
 
@@ -167,12 +169,96 @@ def test_unavailable_actions_and_wrong_counts_are_refused():
     ({"key": "pz-mpe"}, "a PettingZoo key reads pz-<family>-<env-name>"),
     ({"key": "vmas-balanse"}, r"names no env \(VMAS has no scenario 'balanse'\); did you mean vmas-balance"),
     ({"key": SPREAD, "reward_scalarisation": "max"}, "reward_scalarisation='max'; choose one of: sum, mean"),
-    ({"key": SPREAD, "pretrained_wrapper": "PretrainedAdversary"}, "is not available in marlkit yet"),
+    ({"key": ADVERSARY, "pretrained_wrapper": "PretrainedAdversary"},
+     r"give its weights as env_args.pretrained_params=PATH \(EPyMARL ships them .*adv_params.pt"),
+    ({"key": TAG, "pretrained_wrapper": "FrozenPrey"}, "EPyMARL's are FrozenTag, RandomTag, PretrainedTag"),
+    ({"key": TAG, "pretrained_wrapper": "PretrainedTag", "pretrained_params": "/no/such/file.pt"},
+     "cannot read PretrainedTag's policy from it"),
 ])
 def test_bad_env_args_raise_one_line(kwargs, message):
     with pytest.raises(GymmaError, match=message) as error:
         GymmaEnv(**kwargs)
     assert "\n" not in str(error.value)
+
+
+def epymarl_style_policy(obs_size: int, hidden: int, seed: int) -> th.nn.Module:
+    """A network of EPyMARL's pretrained actors' shape (envs/pretrained/ddpg.py: BatchNorm1d, then three
+    layers), random weights and running statistics, in eval mode."""
+    th.manual_seed(seed)
+    policy = th.nn.Module()
+    policy.in_fn = th.nn.BatchNorm1d(obs_size)
+    policy.fc1, policy.fc2, policy.fc3 = (th.nn.Linear(obs_size, hidden), th.nn.Linear(hidden, hidden),
+                                          th.nn.Linear(hidden, 5))
+    with th.no_grad():
+        policy.in_fn.running_mean.normal_()
+        policy.in_fn.running_var.uniform_(0.5, 2.0)
+        policy.in_fn.weight.normal_()
+    return policy.eval()
+
+
+def policy_action(policy: th.nn.Module, observation) -> int:
+    with th.no_grad():
+        x = policy.in_fn(th.as_tensor(observation, dtype=th.float32).unsqueeze(0))
+        return int(policy.fc3(th.relu(policy.fc2(th.relu(policy.fc1(x))))).argmax())
+
+
+@pytest.mark.parametrize("key, wrapper, fixed, obs_size, learners", [
+    (TAG, "PretrainedTag", -1, 14, 3), (ADVERSARY, "PretrainedAdversary", 0, 8, 2)])
+def test_a_pretrained_wrapper_plays_its_agent_with_the_saved_policy_and_drops_it_from_the_team(
+        tmp_path, key, wrapper, fixed, obs_size, learners):
+    """The weights file as EPyMARL saves its (a dict whose agent_params list holds each agent's {"policy": state
+    dict}); the fixed agent takes the network's argmax action on its own observation at every step."""
+    policies = [epymarl_style_policy(obs_size, 16, seed) for seed in range(2)]
+    path = tmp_path / "params.pt"
+    th.save({"agent_params": [{"policy": policy.state_dict()} for policy in policies]}, path)
+    env = GymmaEnv(key=key, time_limit=25, pretrained_wrapper=wrapper, pretrained_params=str(path), seed=1)
+    full = GymmaEnv(key=key, time_limit=25, seed=1)
+    assert env.n_agents == learners == full.n_agents - 1
+    played = policies[fixed]  # EPyMARL's entry: the prey's is the last, the adversary's the first
+    rng = np.random.default_rng(0)
+    env.reset()
+    full.reset()
+    for _ in range(25):
+        fixed_observation = full.get_obs_agent(fixed % full.n_agents)[:obs_size]
+        assert np.allclose(env.task.fixed_observation, fixed_observation)
+        actions = [int(rng.integers(5)) for _ in range(env.n_agents)]
+        full_actions = list(actions)
+        full_actions.insert(fixed % full.n_agents, policy_action(played, fixed_observation))
+        _, terminated, _ = env.step(actions)
+        full.step(full_actions)
+        learner_ids = [a for a in range(full.n_agents) if a != fixed % full.n_agents]
+        assert np.allclose(np.stack(env.get_obs()), np.stack(full.get_obs())[learner_ids][:, :env.get_obs_size()])
+        if terminated:
+            break
+
+
+def test_frozen_and_random_tag_play_the_prey_without_weights():
+    frozen = GymmaEnv(key=TAG, time_limit=10, pretrained_wrapper="FrozenTag", seed=1)
+    frozen.reset()
+    assert frozen.n_agents == 3 and [frozen.task.choose(None) for _ in range(3)] == [0, 0, 0]
+    draws = []
+    for _ in range(2):
+        env = GymmaEnv(key=TAG, time_limit=10, pretrained_wrapper="RandomTag", seed=4)
+        draws.append([env.task.choose(None) for _ in range(20)])
+    assert draws[0] == draws[1] and len(set(draws[0])) > 2 and all(0 <= a < 5 for a in draws[0])
+
+
+def test_weights_for_another_agent_are_refused_in_one_line(tmp_path):
+    path = tmp_path / "params.pt"
+    th.save({"agent_params": [{"policy": epymarl_style_policy(9, 8, 0).state_dict()}]}, path)
+    with pytest.raises(GymmaError, match="the policy reads 9 observation values, the agent it plays sees 14") as error:
+        GymmaEnv(key=TAG, pretrained_wrapper="PretrainedTag", pretrained_params=str(path))
+    assert "\n" not in str(error.value)
+
+
+def test_a_pretrained_wrapper_trains_from_the_command_line(tmp_path):
+    proc = run_main("--config=qmix", "--env-config=gymma", "with", f"env_args.key={TAG}", "env_args.time_limit=25",
+                    "env_args.pretrained_wrapper=FrozenTag", "t_max=100", "batch_size_run=1", "runner=episode",
+                    "buffer_size=8", "batch_size=2", "test_nepisode=2", "test_interval=50", "log_interval=50",
+                    "env_processes=main", f"local_results_path={tmp_path}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    config = read_json(run_dir(str(tmp_path), TAG, "qmix_env=8_adam_td_lambda", 1), "config.json")
+    assert config["env_args"]["pretrained_wrapper"] == "FrozenTag"
 
 
 @pytest.mark.parametrize("key", [LBF, RWARE, SPREAD, BALANCE])

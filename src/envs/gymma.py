@@ -18,7 +18,9 @@ go to the env's constructor (VMAS: the scenario's keyword arguments). As in EPyM
   as in EPyMARL a cut episode's last step is terminal (no bootstrap) unless bootstrap_time_limit is
   set, which marks it info["episode_limit"] so that the learner bootstraps, as PyMARL2 does on SMAC;
 - the agents' rewards are summed or averaged into the team's (common_reward, reward_scalarisation), or
-  with common_reward=False step() returns each agent's, an array [n_agents].
+  with common_reward=False step() returns each agent's, an array [n_agents];
+- `pretrained_wrapper` (EPyMARL's, for MPE's simple tag and simple adversary) takes one agent out of the
+  team and plays it with a fixed policy (FixedPolicyAgent below).
 """
 import difflib
 import functools
@@ -171,6 +173,133 @@ class _PettingZooTask:
         self.env.close()
 
 
+# EPyMARL's pretrained_wrapper: the agent it plays (index among the task's agents) and how
+FIXED_POLICY_WRAPPERS = {"FrozenTag": (-1, "noop"), "RandomTag": (-1, "random"), "PretrainedTag": (-1, "trained"),
+                         "PretrainedAdversary": (0, "trained")}
+EPYMARL_WEIGHTS = {"PretrainedTag": "prey_params.pt", "PretrainedAdversary": "adv_params.pt"}
+BATCH_NORM_EPS = 1e-5  # torch's BatchNorm1d default, which EPyMARL's trained policies were saved with
+
+
+class FixedPolicyAgent:
+    """EPyMARL's pretrained_wrapper around a task: one of its agents (`index`: MPE simple tag's prey, the
+    last; simple adversary's adversary, the first) acts by a fixed policy and leaves the team, its
+    observation, action space and reward dropped; the others learn. The policy is the no-op (FrozenTag),
+    a uniformly random action (RandomTag; drawn from the env's seed, where EPyMARL's is unseeded) or a
+    trained network (PretrainedTag, PretrainedAdversary: EPyMARL's DDPG actors, from the weights file it
+    ships, given as env_args.pretrained_params; TrainedPolicy)."""
+
+    def __init__(self, task, index: int, choose) -> None:
+        self.task = task
+        self.index = index % len(task.action_spaces)
+        self.choose = choose  # the fixed agent's observation -> its action
+        self.observation_spaces = self._others(task.observation_spaces)
+        self.action_spaces = self._others(task.action_spaces)
+        self.fixed_observation = None
+
+    def _others(self, values: list) -> list:
+        return [value for agent, value in enumerate(values) if agent != self.index]
+
+    def seed(self, seed: int) -> None:
+        self.task.seed(seed)
+        if hasattr(self.choose, "seed"):
+            self.choose.seed(seed)
+
+    def reset(self) -> tuple[list, dict]:
+        observations, info = self.task.reset()
+        self.fixed_observation = observations[self.index]
+        return self._others(observations), info
+
+    def step(self, actions: list[int]) -> tuple[list, list, bool, bool, dict]:
+        actions = list(actions)
+        actions.insert(self.index, self.choose(self.fixed_observation))
+        observations, rewards, terminated, truncated, info = self.task.step(actions)
+        self.fixed_observation = observations[self.index]
+        return self._others(observations), self._others(rewards), terminated, truncated, info
+
+    def action_masks(self, info: dict) -> list | None:
+        masks = self.task.action_masks(info)
+        return None if masks is None else self._others(masks)
+
+    def close(self) -> None:
+        self.task.close()
+
+
+class RandomAction:
+    """A uniformly random action of a Discrete space, from its own generator (seeded with the env)."""
+
+    def __init__(self, n_actions: int) -> None:
+        self.n_actions = n_actions
+        self.rng = np.random.default_rng()
+
+    def seed(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self, observation) -> int:
+        return int(self.rng.integers(self.n_actions))
+
+
+class TrainedPolicy:
+    """EPyMARL's pretrained MPE actor (its envs/pretrained/ddpg.py): batch-normalised inputs (BatchNorm1d in
+    eval mode: its saved running statistics), two ReLU layers and a linear output, acting by argmax;
+    evaluated in NumPy (float32) from the weights torch saved (reading the file needs torch)."""
+
+    PARAMETERS = ("in_fn.running_mean", "in_fn.running_var", "in_fn.weight", "in_fn.bias", "fc1.weight", "fc1.bias",
+                  "fc2.weight", "fc2.bias", "fc3.weight", "fc3.bias")
+
+    def __init__(self, path: str, entry: int, obs_size: int, wrapper: str) -> None:
+        try:
+            import torch
+
+            saved = torch.load(path, map_location="cpu", weights_only=True)
+            params = {name: value.numpy().astype(np.float32) for name, value in
+                      saved["agent_params"][entry]["policy"].items() if value.dtype.is_floating_point}
+        except (OSError, KeyError, IndexError, TypeError, AttributeError, RuntimeError, ModuleNotFoundError) as error:
+            raise GymmaError(f"env_args.pretrained_params={path!r}: cannot read {wrapper}'s policy from it "
+                             f"({type(error).__name__}: {error}); give EPyMARL's {EPYMARL_WEIGHTS[wrapper]}") from None
+        missing = sorted(set(self.PARAMETERS) - set(params))
+        if missing:
+            raise GymmaError(f"env_args.pretrained_params={path!r}: {wrapper}'s policy in it lacks {', '.join(missing)}; "
+                             f"give EPyMARL's {EPYMARL_WEIGHTS[wrapper]}")
+        self.params = params
+        if params["fc1.weight"].shape[1] != obs_size:
+            raise GymmaError(f"env_args.pretrained_params={path!r}: the policy reads {params['fc1.weight'].shape[1]} "
+                             f"observation values, the agent it plays sees {obs_size}: {wrapper} plays "
+                             f"{'pz-mpe-simple-tag-v3' if wrapper == 'PretrainedTag' else 'pz-mpe-simple-adversary-v3'}")
+
+    def __call__(self, observation) -> int:
+        p = self.params
+        x = np.asarray(observation, dtype=np.float32)
+        x = (x - p["in_fn.running_mean"]) / np.sqrt(p["in_fn.running_var"] + np.float32(BATCH_NORM_EPS)) \
+            * p["in_fn.weight"] + p["in_fn.bias"]
+        x = np.maximum(p["fc1.weight"] @ x + p["fc1.bias"], 0)
+        x = np.maximum(p["fc2.weight"] @ x + p["fc2.bias"], 0)
+        return int(np.argmax(p["fc3.weight"] @ x + p["fc3.bias"]))
+
+
+def _no_op(observation) -> int:
+    """FrozenTag's prey: action 0 (MPE's no-op) whatever it sees."""
+    return 0
+
+
+def _with_fixed_policy_agent(task, wrapper: str, params_path: str | None):
+    """`task` with EPyMARL's pretrained_wrapper `wrapper` around it (FixedPolicyAgent)."""
+    if wrapper not in FIXED_POLICY_WRAPPERS:
+        raise GymmaError(f"env_args.pretrained_wrapper={wrapper!r}; EPyMARL's are {', '.join(FIXED_POLICY_WRAPPERS)}")
+    index, kind = FIXED_POLICY_WRAPPERS[wrapper]
+    space = task.action_spaces[index]
+    if kind == "noop":
+        choose = _no_op
+    elif kind == "random":
+        choose = RandomAction(_action_count(space))
+    elif not params_path:
+        raise GymmaError(f"env_args.pretrained_wrapper={wrapper!r} plays its agent with a policy EPyMARL trained: "
+                         f"give its weights as env_args.pretrained_params=PATH (EPyMARL ships them in its repository "
+                         f"as src/envs/pretrained/{EPYMARL_WEIGHTS[wrapper]}; marlkit does not copy them)")
+    else:
+        choose = TrainedPolicy(params_path, index, _flat_size(task.observation_spaces[index]), wrapper)
+    return FixedPolicyAgent(task, index, choose)
+
+
 def _pettingzoo_module(key: str) -> tuple[str, str]:
     """("mpe2", "simple_spread_v3") for "pz-mpe-simple-spread-v3": EPyMARL's names for PettingZoo's
     <family>.<env module>, the family's package being where it lives now."""
@@ -229,13 +358,10 @@ class GymmaEnv(MultiAgentEnv):
 
     def __init__(self, key: str | None = None, time_limit: int = 100, pretrained_wrapper: str | None = None,
                  seed: int | None = None, common_reward: bool = True, reward_scalarisation: str = "sum",
-                 bootstrap_time_limit: bool = False, **kwargs: Any) -> None:
+                 bootstrap_time_limit: bool = False, pretrained_params: str | None = None, **kwargs: Any) -> None:
         if not key:
             raise GymmaError("gymma needs env_args.key: a Gymnasium id such as \"lbforaging:Foraging-8x8-2p-3f-v3\", "
                              "a PettingZoo one such as pz-mpe-simple-spread-v3, or a VMAS one such as vmas-balance")
-        if pretrained_wrapper:
-            raise GymmaError(f"env_args.pretrained_wrapper={pretrained_wrapper!r} is not available in marlkit yet "
-                             f"(EPyMARL's pretrained MPE adversaries); leave it null")
         if reward_scalarisation not in REWARD_SCALARISATIONS:
             raise GymmaError(f"reward_scalarisation={reward_scalarisation!r}; choose one of: "
                              f"{', '.join(REWARD_SCALARISATIONS)}")
@@ -244,6 +370,8 @@ class GymmaEnv(MultiAgentEnv):
         task_type = (_PettingZooTask if key.startswith(PETTINGZOO_PREFIX)
                      else _VMASTask if key.startswith(VMAS_PREFIX) else _GymTask)
         self.task = task_type(key, kwargs)
+        if pretrained_wrapper:
+            self.task = _with_fixed_policy_agent(self.task, pretrained_wrapper, pretrained_params)
         self.key = key
         self.n_agents = len(self.task.action_spaces)
         self.episode_limit = int(time_limit)
