@@ -106,6 +106,18 @@ def test_qmix_solves_3m_on_the_builtin_simulator(tmp_path, monkeypatch):
     assert max(info["test_battle_won_mean"][-5:]) >= 0.9, info["test_battle_won_mean"]
 
 
+def test_mappo_learns_to_forage(tmp_path):
+    """EPyMARL's MAPPO preset on LBF 5x5-2p-1f (one food, either agent may load it if its level suffices),
+    time_limit 25, greedy tests every 3k steps: seed 1 measured 0.35 at the start, 0.55 at 15k, 0.9-0.95
+    at 18k-24k; seed 2 0.30, 0.95 at 15k, 0.95-1.0 at 18k-24k (2026-12-03, about a minute on one busy core
+    of the 2-core machine)."""
+    info = train(str(tmp_path), "mappo", "gymma", "env_args.key=lbforaging:Foraging-5x5-2p-1f-v3",
+                 "env_args.time_limit=25", "t_max=24000", "test_interval=3000", "log_interval=3000",
+                 "test_nepisode=20", "env_processes=main", group="Foraging-5x5-2p-1f-v3", seed=1)
+    assert info["test_return_mean"][0] <= 0.5, info["test_return_mean"]
+    assert max(info["test_return_mean"][-3:]) >= 0.8, info["test_return_mean"]
+
+
 @pytest.mark.slow
 def test_mappo_learns_cooperative_foraging(tmp_path):
     """EPyMARL's MAPPO preset on LBF 8x8-2p-2f-coop (both agents must load each food together), seed 1:

@@ -23,6 +23,7 @@ number through that no graph can have) and is drawn from the run's seed."""
 import random
 from types import SimpleNamespace
 
+import numpy as np
 import torch as th
 import torch.nn as nn
 import torch.nn.functional as F
@@ -86,8 +87,7 @@ class DCGCritic(nn.Module):
         rank = args.cg_payoff_rank
         self.payoff_rank = rank if isinstance(rank, int) and rank > 0 else None
         agents, n_edges = (n, len(edges)) if per_agent else (None, None)
-        state_dim = scheme["state"]["vshape"]
-        state_dim = state_dim if isinstance(state_dim, int) else int(th.tensor(state_dim).prod())
+        state_dim = int(np.prod(scheme["state"]["vshape"]))
         self.fc1 = _linear(agents, state_dim + (0 if per_agent else n), hidden)
         self.rnn = _linear(agents, hidden, 3 * hidden)  # the GRU's input transform (gates r, z, n)
         self.rnn_hidden = _linear(agents, hidden, 3 * hidden)  # and its memory transform
