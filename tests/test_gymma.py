@@ -174,6 +174,8 @@ def test_unavailable_actions_and_wrong_counts_are_refused():
     ({"key": TAG, "pretrained_wrapper": "FrozenPrey"}, "EPyMARL's are FrozenTag, RandomTag, PretrainedTag"),
     ({"key": TAG, "pretrained_wrapper": "PretrainedTag", "pretrained_params": "/no/such/file.pt"},
      "cannot read PretrainedTag's policy from it"),
+    ({"key": LBF, "pretrained_wrapper": "FrozenTag"},
+     "plays an agent of MPE's pz-mpe-simple-tag-v3, not of lbforaging:Foraging-8x8-2p-3f-v3"),
 ])
 def test_bad_env_args_raise_one_line(kwargs, message):
     with pytest.raises(GymmaError, match=message) as error:
@@ -243,10 +245,14 @@ def test_frozen_and_random_tag_play_the_prey_without_weights():
     assert draws[0] == draws[1] and len(set(draws[0])) > 2 and all(0 <= a < 5 for a in draws[0])
 
 
-def test_weights_for_another_agent_are_refused_in_one_line(tmp_path):
+def test_weights_for_another_agent_or_not_a_policy_are_refused_in_one_line(tmp_path):
     path = tmp_path / "params.pt"
     th.save({"agent_params": [{"policy": epymarl_style_policy(9, 8, 0).state_dict()}]}, path)
     with pytest.raises(GymmaError, match="the policy reads 9 observation values, the agent it plays sees 14") as error:
+        GymmaEnv(key=TAG, pretrained_wrapper="PretrainedTag", pretrained_params=str(path))
+    assert "\n" not in str(error.value)
+    th.save({"agent_params": [SimpleNamespace(policy=1)]}, path)  # not loadable with weights_only
+    with pytest.raises(GymmaError, match="cannot read PretrainedTag's policy from it") as error:
         GymmaEnv(key=TAG, pretrained_wrapper="PretrainedTag", pretrained_params=str(path))
     assert "\n" not in str(error.value)
 

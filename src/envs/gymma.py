@@ -25,8 +25,9 @@ go to the env's constructor (VMAS: the scenario's keyword arguments). As in EPyM
 import difflib
 import functools
 import importlib
+import pickle
 import pkgutil
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -173,9 +174,11 @@ class _PettingZooTask:
         self.env.close()
 
 
-# EPyMARL's pretrained_wrapper: the agent it plays (index among the task's agents) and how
-FIXED_POLICY_WRAPPERS = {"FrozenTag": (-1, "noop"), "RandomTag": (-1, "random"), "PretrainedTag": (-1, "trained"),
-                         "PretrainedAdversary": (0, "trained")}
+# EPyMARL's pretrained_wrapper: the task it plays (its key without the version), the agent (index among the
+# task's agents) and how
+TAG, ADVERSARY = "pz-mpe-simple-tag", "pz-mpe-simple-adversary"
+FIXED_POLICY_WRAPPERS = {"FrozenTag": (TAG, -1, "noop"), "RandomTag": (TAG, -1, "random"),
+                         "PretrainedTag": (TAG, -1, "trained"), "PretrainedAdversary": (ADVERSARY, 0, "trained")}
 EPYMARL_WEIGHTS = {"PretrainedTag": "prey_params.pt", "PretrainedAdversary": "adv_params.pt"}
 BATCH_NORM_EPS = 1e-5  # torch's BatchNorm1d default, which EPyMARL's trained policies were saved with
 
@@ -188,7 +191,7 @@ class FixedPolicyAgent:
     trained network (PretrainedTag, PretrainedAdversary: EPyMARL's DDPG actors, from the weights file it
     ships, given as env_args.pretrained_params; TrainedPolicy)."""
 
-    def __init__(self, task, index: int, choose) -> None:
+    def __init__(self, task: Any, index: int, choose: Callable[[Any], int]) -> None:
         self.task = task
         self.index = index % len(task.action_spaces)
         self.choose = choose  # the fixed agent's observation -> its action
@@ -232,9 +235,10 @@ class RandomAction:
         self.rng = np.random.default_rng()
 
     def seed(self, seed: int) -> None:
-        self.rng = np.random.default_rng(seed)
+        # a stream of its own: MPE seeds its world with a generator of the same seed
+        self.rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
 
-    def __call__(self, observation) -> int:
+    def __call__(self, observation: Any) -> int:
         return int(self.rng.integers(self.n_actions))
 
 
@@ -253,9 +257,11 @@ class TrainedPolicy:
             saved = torch.load(path, map_location="cpu", weights_only=True)
             params = {name: value.numpy().astype(np.float32) for name, value in
                       saved["agent_params"][entry]["policy"].items() if value.dtype.is_floating_point}
-        except (OSError, KeyError, IndexError, TypeError, AttributeError, RuntimeError, ModuleNotFoundError) as error:
+        except (OSError, KeyError, IndexError, TypeError, AttributeError, RuntimeError, ModuleNotFoundError,
+                pickle.UnpicklingError) as error:
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
             raise GymmaError(f"env_args.pretrained_params={path!r}: cannot read {wrapper}'s policy from it "
-                             f"({type(error).__name__}: {error}); give EPyMARL's {EPYMARL_WEIGHTS[wrapper]}") from None
+                             f"({type(error).__name__}: {reason}); give EPyMARL's {EPYMARL_WEIGHTS[wrapper]}") from None
         missing = sorted(set(self.PARAMETERS) - set(params))
         if missing:
             raise GymmaError(f"env_args.pretrained_params={path!r}: {wrapper}'s policy in it lacks {', '.join(missing)}; "
@@ -266,7 +272,7 @@ class TrainedPolicy:
                              f"observation values, the agent it plays sees {obs_size}: {wrapper} plays "
                              f"{'pz-mpe-simple-tag-v3' if wrapper == 'PretrainedTag' else 'pz-mpe-simple-adversary-v3'}")
 
-    def __call__(self, observation) -> int:
+    def __call__(self, observation: Any) -> int:
         p = self.params
         x = np.asarray(observation, dtype=np.float32)
         x = (x - p["in_fn.running_mean"]) / np.sqrt(p["in_fn.running_var"] + np.float32(BATCH_NORM_EPS)) \
@@ -276,16 +282,19 @@ class TrainedPolicy:
         return int(np.argmax(p["fc3.weight"] @ x + p["fc3.bias"]))
 
 
-def _no_op(observation) -> int:
+def _no_op(observation: Any) -> int:
     """FrozenTag's prey: action 0 (MPE's no-op) whatever it sees."""
     return 0
 
 
-def _with_fixed_policy_agent(task, wrapper: str, params_path: str | None):
-    """`task` with EPyMARL's pretrained_wrapper `wrapper` around it (FixedPolicyAgent)."""
+def _with_fixed_policy_agent(task: Any, key: str, wrapper: str, params_path: str | None) -> FixedPolicyAgent:
+    """`task` (of env `key`) with EPyMARL's pretrained_wrapper `wrapper` around it (FixedPolicyAgent)."""
     if wrapper not in FIXED_POLICY_WRAPPERS:
         raise GymmaError(f"env_args.pretrained_wrapper={wrapper!r}; EPyMARL's are {', '.join(FIXED_POLICY_WRAPPERS)}")
-    index, kind = FIXED_POLICY_WRAPPERS[wrapper]
+    task_key, index, kind = FIXED_POLICY_WRAPPERS[wrapper]
+    if key.rpartition("-v")[0] != task_key:
+        raise GymmaError(f"env_args.pretrained_wrapper={wrapper!r} plays an agent of MPE's {task_key}-v3, not of "
+                         f"{key}; leave it null there")
     space = task.action_spaces[index]
     if kind == "noop":
         choose = _no_op
@@ -371,7 +380,7 @@ class GymmaEnv(MultiAgentEnv):
                      else _VMASTask if key.startswith(VMAS_PREFIX) else _GymTask)
         self.task = task_type(key, kwargs)
         if pretrained_wrapper:
-            self.task = _with_fixed_policy_agent(self.task, pretrained_wrapper, pretrained_params)
+            self.task = _with_fixed_policy_agent(self.task, key, pretrained_wrapper, pretrained_params)
         self.key = key
         self.n_agents = len(self.task.action_spaces)
         self.episode_limit = int(time_limit)

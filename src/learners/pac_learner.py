@@ -52,9 +52,8 @@ class PACLearner(ActorCriticLearner):
         self.networks["state_value.th"] = self.state_value
         self._add_state_value_optimiser(args)
         if args.standardise_rewards:
-            logger.console_logger.warning("pac_learner: standardise_rewards=True standardises the rewards here; "
-                                          "EPyMARL's PAC standardised the returns under this key "
-                                          "(standardise_returns=True does that)")
+            logger.console_logger.warning(f"{args.learner}: standardise_rewards=True standardises the rewards here; "
+                                          f"EPyMARL's standardised the returns under this key")
 
     def _add_state_value_optimiser(self, args: SimpleNamespace) -> None:
         """PAC trains the critic and the state value in one Adam step (one clipped gradient)."""

@@ -65,6 +65,7 @@ RANGES = {
     **{key: (0, None) for key in ("load_step", "learner_threads", "weight_decay", "per_alpha", "entropy", "critic_coef",
                                   "eps_clip", "ent_coef", "vf_coef", "entropy_coef")},
     "seed": (0, 2 ** 32 - 1),  # numpy's seed range
+    "msg_iterations": (0, None), "cg_payoff_rank": (1, None),  # PAC-DCG (rank null: full rank)
 }
 # Settings that must be above 0 (and, for learning rates, at most 1: beyond that a step overshoots).
 ABOVE_ZERO = {"lr": 1.0, "critic_lr": 1.0, "grad_norm_clip": None, "optim_eps": None, "env_worker_timeout": None,

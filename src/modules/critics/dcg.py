@@ -11,15 +11,16 @@ where h_i is agent i's memory of the states so far (its own encoder: a ReLU laye
 every agent reads the state), f_i its utility of each action (a network of cg_utilities_hidden_dim hidden
 layers) and f_ij the edge's payoff matrix [n_actions, n_actions] from [h_i, h_j], averaged with the same
 network's transposed output of [h_j, h_i] (a matrix of rank cg_payoff_rank when that is set). ``greedy``
-finds the joint action of highest value by max-sum message passing (msg_iterations passes, messages
+looks for the joint action of highest value by max-sum message passing (msg_iterations passes, messages
 normalised with msg_normalized, the best joint action seen kept with msg_anytime; unavailable actions never
-chosen). With ``pac_dcg_critic_ns`` every agent's encoder and utility, and every edge's payoff, have their
+chosen): exact on a graph without cycles, an approximation on one with them. With ``pac_dcg_critic_ns`` every agent's encoder and utility, and every edge's payoff, have their
 own weights (AgentLinear: one batched matmul, not a loop over agents as EPyMARL's); with ``pac_dcg_critic``
 one network serves all, the encoder told agents apart by their one-hot id (DCG's own design).
 
 Differences from EPyMARL: the encoders run over a whole batch of episodes at once (EPyMARL runs them step by
 step, once per query); a number of random edges may be at most n(n-1)/2 (EPyMARL's check, (n-1)!, lets a
-number through that no graph can have) and is drawn from the run's seed."""
+number through that no graph can have) and is drawn from the run's seed; the edges are saved with the
+weights, so that a checkpoint's payoffs stay on their edges."""
 import random
 from types import SimpleNamespace
 
@@ -34,11 +35,11 @@ from modules.agents.rnn_ns_agent import AgentLinear, gru_step
 GRAPHS = ("vdn", "line", "cycle", "star", "full")
 
 
-def graph_edges(spec, n_agents: int, seed: int) -> list[tuple[int, int]]:
+def graph_edges(spec: str | int | list, n_agents: int, seed: int) -> list[tuple[int, int]]:
     """cg_edges as the list of edges (i, j): a graph's name, a number of random edges, or the edges given."""
     n = n_agents
     named = {"vdn": [], "line": [(i, i + 1) for i in range(n - 1)],
-             "cycle": [(i, (i + 1) % n) for i in range(n)] if n > 2 else [(i, i + 1) for i in range(n - 1)],
+             "cycle": [(i, (i + 1) % n) for i in range(n)] if n > 1 else [],  # 2 agents: both ways, as EPyMARL
              "star": [(0, i) for i in range(1, n)],
              "full": [(i, j) for i in range(n) for j in range(i + 1, n)]}
     if isinstance(spec, str) and spec in named:
@@ -51,14 +52,18 @@ def graph_edges(spec, n_agents: int, seed: int) -> list[tuple[int, int]]:
                      f"{len(named['full'])}, or a list of [i, j] pairs of agents 0..{n - 1}")
 
 
-def _is_edge(edge, n_agents: int) -> bool:
+def _is_edge(edge: object, n_agents: int) -> bool:
     return (isinstance(edge, (list, tuple)) and len(edge) == 2 and all(isinstance(i, int) for i in edge)
             and edge[0] != edge[1] and all(0 <= i < n_agents for i in edge))
 
 
-def _hidden_dims(spec) -> list[int]:
-    """cg_utilities_hidden_dim / cg_payoffs_hidden_dim: None (no hidden layer), a width, or a list of widths."""
-    return [] if spec is None else [spec] if isinstance(spec, int) else list(spec)
+def _hidden_dims(name: str, spec: int | list | None) -> list[int]:
+    """cg_utilities_hidden_dim / cg_payoffs_hidden_dim (`name`): None (no hidden layer), a width, or a list of
+    widths; ValueError for a width that is not a positive whole number."""
+    widths = [] if spec is None else [spec] if isinstance(spec, int) else list(spec)
+    if not all(isinstance(width, int) and not isinstance(width, bool) and width > 0 for width in widths):
+        raise ValueError(f"{name}={spec!r}: give a positive width, a list of them, or null (no hidden layer)")
+    return widths
 
 
 def _linear(copies: int | None, in_features: int, out_features: int) -> nn.Module:
@@ -67,6 +72,7 @@ def _linear(copies: int | None, in_features: int, out_features: int) -> nn.Modul
 
 
 def _mlp(copies: int | None, in_features: int, hidden: list[int], out_features: int) -> nn.Sequential:
+    """Linear layers of the `hidden` widths with ReLUs between them (copies as _linear)."""
     widths = [in_features, *hidden]
     layers = []
     for width_in, width_out in zip(widths[:-1], widths[1:]):
@@ -82,8 +88,8 @@ class DCGCritic(nn.Module):
         n, n_actions, hidden = args.n_agents, args.n_actions, args.hidden_dim
         self.n_agents, self.n_actions, self.per_agent, self.args = n, n_actions, per_agent, args
         edges = graph_edges(args.cg_edges, n, args.seed)
-        self.register_buffer("edges_from", th.tensor([i for i, _ in edges], dtype=th.long), persistent=False)
-        self.register_buffer("edges_to", th.tensor([j for _, j in edges], dtype=th.long), persistent=False)
+        self.register_buffer("edges_from", th.tensor([i for i, _ in edges], dtype=th.long))  # [E]
+        self.register_buffer("edges_to", th.tensor([j for _, j in edges], dtype=th.long))  # [E]
         rank = args.cg_payoff_rank
         self.payoff_rank = rank if isinstance(rank, int) and rank > 0 else None
         agents, n_edges = (n, len(edges)) if per_agent else (None, None)
@@ -91,9 +97,11 @@ class DCGCritic(nn.Module):
         self.fc1 = _linear(agents, state_dim + (0 if per_agent else n), hidden)
         self.rnn = _linear(agents, hidden, 3 * hidden)  # the GRU's input transform (gates r, z, n)
         self.rnn_hidden = _linear(agents, hidden, 3 * hidden)  # and its memory transform
-        self.utility = _mlp(agents, hidden, _hidden_dims(args.cg_utilities_hidden_dim), n_actions)
+        self.utility = _mlp(agents, hidden, _hidden_dims("cg_utilities_hidden_dim", args.cg_utilities_hidden_dim),
+                            n_actions)
         payoff_out = 2 * self.payoff_rank * n_actions if self.payoff_rank else n_actions ** 2
-        self.payoff = _mlp(n_edges, 2 * hidden, _hidden_dims(args.cg_payoffs_hidden_dim), payoff_out)
+        self.payoff = _mlp(n_edges, 2 * hidden, _hidden_dims("cg_payoffs_hidden_dim", args.cg_payoffs_hidden_dim),
+                           payoff_out)
 
     def build_inputs(self, batch: EpisodeBatch) -> th.Tensor:
         """Every agent's encoder input at every stored step: the state (and, shared, the agent's one-hot id)
