@@ -59,8 +59,12 @@ def test_the_categorical_draw_is_torchs_categorical_draw_from_the_same_random_st
     for seed in range(5):
         th.manual_seed(seed)
         expected = [Categorical(probs=weights, validate_args=False).sample() for _ in range(3)]
+        after = th.rand(4)
         th.manual_seed(seed)
         assert all(th.equal(categorical_sample(weights), draw) for draw in expected)
+        assert th.equal(th.rand(4), after)  # the random state moved on as torch's draw moves it
+    with pytest.raises(ValueError, match="a row has no positive weight"):
+        categorical_sample(th.zeros(2, 3))
 
 
 def test_random_actions_are_uniform_over_available():

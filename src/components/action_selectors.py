@@ -9,12 +9,16 @@ from .epsilon_schedules import DecayThenFlatSchedule
 
 def categorical_sample(weights: th.Tensor) -> th.Tensor:
     """One draw per row of the categorical distribution with these non-negative weights [..., n] (long
-    [...]): the same numbers from the same random state as torch's Categorical(probs=weights).sample(),
-    which normalises the weights and calls multinomial the same way, without the cost of building the
-    distribution object on every step. A row with no positive weight gives NaN probabilities, on which
-    multinomial raises."""
-    probs = weights / weights.sum(-1, keepdim=True)
-    return th.multinomial(probs.reshape(-1, probs.shape[-1]), 1, True).reshape(probs.shape[:-1])
+    [...]): the same numbers, and the same random state after, as torch's Categorical(probs=weights).sample()
+    (PyMARL2's draw). That normalises the weights and calls multinomial for one sample, which torch computes
+    as argmax(p / q) with q ~ Exp(1) drawn for every entry; this does the same without building the
+    distribution object and multinomial's argument checks, which cost more than the draw on every step
+    (tests/test_action_selectors.py holds it to torch's draw). ValueError for a row with no positive weight."""
+    total = weights.sum(-1, keepdim=True)  # [..., 1]
+    if not bool((total > 0).all()):
+        raise ValueError("categorical_sample: a row has no positive weight (an agent with no available action?)")
+    probs = weights / total  # [..., n]
+    return (probs / th.empty_like(probs).exponential_(1)).argmax(dim=-1)  # [...]
 
 
 class EpsilonGreedyActionSelector:

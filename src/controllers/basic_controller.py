@@ -148,8 +148,16 @@ class BasicMAC:
         return agent_REGISTRY[self.args.agent](input_shape, self.args)
 
     def _build_inputs(self, batch: EpisodeBatch, t: int) -> th.Tensor:
-        """The agent inputs of step t: [bs, n_agents, input]."""
-        return self._inputs_of_steps(batch, t, t + 1).squeeze(1)  # [bs, n_agents, input]
+        """The agent inputs of step t: [bs, n_agents, input], what build_sequence_inputs gives at t, built
+        for the one step (acting calls this every env step)."""
+        bs = batch.batch_size
+        obs = batch["obs"][:, t].reshape(bs, self.n_agents, -1)  # [bs, n_agents, obs]
+        parts = [obs]
+        if self.args.obs_last_action:
+            parts.append(self._last_actions_onehot(batch, t, t + 1, obs.dtype)[0])  # [bs, n_agents, n_actions]
+        if self.args.obs_agent_id:
+            parts.append(th.eye(self.n_agents, dtype=obs.dtype, device=obs.device).expand(bs, -1, -1))  # [bs, n, n]
+        return th.cat(parts, dim=-1)
 
     def build_sequence_inputs(self, batch: EpisodeBatch) -> th.Tensor:
         """The agent inputs of every stored step: [bs, T, n_agents, input]. Under autocast they are

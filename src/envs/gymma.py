@@ -63,8 +63,8 @@ class _GymTask:
     @staticmethod
     def _make(key: str, kwargs: dict):
         gym = _gymnasium()
-        try:
-            return gym.make(key, **kwargs)
+        try:  # without gymnasium's env checker: it only warns, on the first step, and adds a layer to every step
+            return gym.make(key, **{"disable_env_checker": True, **kwargs})
         except ModuleNotFoundError as error:
             raise GymmaError(_missing_package_message(key, error)) from None
         except gym.error.Error as error:
