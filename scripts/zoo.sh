@@ -19,7 +19,7 @@ if [ ${#configs[@]} -eq 0 ]; then
              riit_online iql_td_lambda qmix_large qmix_high_sample_efficiency qmix_increase_eps_time
              qmix_decrease_eps_time
              iql_epymarl vdn_epymarl qmix_epymarl iql_ns vdn_ns qmix_ns ia2c maa2c mappo ippo_epymarl ia2c_ns maa2c_ns
-             mappo_ns ippo_ns pac pac_ns pac_dcg pac_dcg_ns maddpg maddpg_ns)
+             mappo_ns ippo_ns coma_epymarl coma_ns pac pac_ns pac_dcg pac_dcg_ns maddpg maddpg_ns)
 fi
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 printf '%s\n' "${configs[@]}" | xargs -P "${JOBS:-2}" -I{} sh -c \

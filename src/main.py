@@ -55,7 +55,7 @@ USAGE_EXIT_CODE = 2
 PER_AGENT_REWARD_LEARNERS = ("actor_critic_learner", "epymarl_ppo_learner", "epymarl_q_learner", "maddpg_learner",
                              "pac_learner")
 # EPyMARL's learners, whose hidden_dim, as in EPyMARL, sets the agent's width too (rnn_hidden_dim) when given alone
-EPYMARL_LEARNERS = PER_AGENT_REWARD_LEARNERS + ("pac_dcg_learner",)
+EPYMARL_LEARNERS = PER_AGENT_REWARD_LEARNERS + ("pac_dcg_learner", "epymarl_coma_learner")
 # SMAC's env, and SMACv2's: sc2wrapped plays a 10gen map with the capability_config given,
 # sc2v2 one of the 15 scenarios of SMACv2's paper by name (EPyMARL's), from smacv2_configs/.
 SMACV2_ENVS = tuple(env for env in STARCRAFT_ENVS if env != "sc2")

@@ -110,8 +110,10 @@ class Batch(dict):
 
     def __init__(self, bs=2, steps=5, n=3, obs=6, state=10, n_actions=4):
         gen = th.Generator().manual_seed(0)
+        filled = th.ones(bs, steps, 1, dtype=th.long)
+        filled[-1, -2:] = 0  # the last episode stored two steps fewer
         super().__init__(obs=th.randn(bs, steps, n, obs, generator=gen), state=th.randn(bs, steps, state, generator=gen),
-                         actions=th.randint(0, n_actions, (bs, steps, n, 1), generator=gen))
+                         actions=th.randint(0, n_actions, (bs, steps, n, 1), generator=gen), filled=filled)
         self.batch_size, self.max_seq_length, self.device = bs, steps, th.device("cpu")
 
 
@@ -137,7 +139,8 @@ def test_the_central_critic_sees_the_state_and_what_its_settings_add(individual,
         previous = inputs[..., 28:40]
         assert previous[:, 0].eq(0).all()  # no previous action at t = 0
         one_hot = th.nn.functional.one_hot(batch["actions"][:, 2, :, 0], 4).float().reshape(2, 12)
-        assert th.equal(previous[:, 3, 0], one_hot)  # step 3 sees step 2's joint action
+        assert th.equal(previous[0, 3, 0], one_hot[0])  # step 3 sees step 2's joint action
+        assert previous[1, 4:].eq(0).all()  # no action past the last episode's last stored step (step 2)
 
 
 def test_agent_linear_is_one_linear_layer_per_agent():

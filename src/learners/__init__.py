@@ -1,5 +1,5 @@
 """Learners turn sampled episode batches into parameter updates: REGISTRY[name](mac, scheme, logger, args)."""
-from .actor_critic_learner import ActorCriticLearner
+from .actor_critic_learner import ActorCriticLearner, EPyMARLCOMALearner
 from .actor_critic_learner import PPOLearner as EPyMARLPPOLearner
 from .coma_learner import COMALearner
 from .dmaq_qatten_learner import DMAQLearner
@@ -32,6 +32,7 @@ REGISTRY = {
     "epymarl_ppo_learner": EPyMARLPPOLearner,  # EPyMARL's MAPPO and IPPO (its ppo_learner)
     "epymarl_q_learner": EPyMARLQLearner,  # EPyMARL's IQL, VDN, QMIX (its q_learner)
     "maddpg_learner": MADDPGLearner,  # EPyMARL's MADDPG
+    "epymarl_coma_learner": EPyMARLCOMALearner,  # EPyMARL's COMA (its coma_learner)
     "pac_learner": PACLearner,  # EPyMARL's PAC (its actor_critic_pac_learner)
     "pac_dcg_learner": PACDCGLearner,  # EPyMARL's PAC-DCG (its actor_critic_pac_dcg_learner)
 }

@@ -36,6 +36,7 @@ from components.episode_buffer import EpisodeBatch
 from modules.critics import REGISTRY as critic_REGISTRY
 from utils.th_utils import follow_targets
 
+from .coma_learner import counterfactual_advantages
 from .policy_learner import PolicyLearner, masked_mean, taken
 from .ppo_learner import clipped_surrogate_loss
 from .standardised import StandardisedLearner
@@ -64,20 +65,20 @@ def nstep_returns(rewards: th.Tensor, mask: th.Tensor, values: th.Tensor, nsteps
     return returns
 
 
-def _log_pi_and_entropy(policies: th.Tensor, actions: th.Tensor, mask: th.Tensor) -> tuple:
-    """EPyMARL's log pi(u) + 1e-10 of the actions taken and the policies' entropy [bs, T-1, n], and the
+def _log_pi_and_entropy(policies: th.Tensor, actions: th.Tensor, mask: th.Tensor, log_eps: float = LOG_EPS) -> tuple:
+    """EPyMARL's log pi(u) + log_eps of the actions taken and the policies' entropy [bs, T-1, n], and the
     policies with padded steps at 1 (log 1 = 0): policies [bs, T-1, n, n_actions], actions [bs, T-1, n, 1]."""
     policies = policies.masked_fill((mask == 0).unsqueeze(-1), 1.0)
-    log_pi_taken = th.log(taken(policies, actions) + LOG_EPS)  # [bs, T-1, n]
+    log_pi_taken = th.log(taken(policies, actions) + log_eps)  # [bs, T-1, n]
     entropy = -(policies * th.log(policies + LOG_EPS)).sum(-1)  # [bs, T-1, n]
     return log_pi_taken, entropy, policies
 
 
 def policy_gradient_loss(policies: th.Tensor, advantages: th.Tensor, actions: th.Tensor, mask: th.Tensor,
-                         entropy_coef: float) -> tuple[th.Tensor, th.Tensor]:
+                         entropy_coef: float, log_eps: float = LOG_EPS) -> tuple[th.Tensor, th.Tensor]:
     """(loss, the policies with padded steps at 1) of EPyMARL's actor: policies [bs, T-1, n, n_actions],
-    advantages and mask [bs, T-1, n], actions [bs, T-1, n, 1]."""
-    log_pi_taken, entropy, policies = _log_pi_and_entropy(policies, actions, mask)
+    advantages and mask [bs, T-1, n], actions [bs, T-1, n, 1]; log(pi(u) + log_eps) (its COMA: no eps)."""
+    log_pi_taken, entropy, policies = _log_pi_and_entropy(policies, actions, mask, log_eps)
     loss = -((advantages * log_pi_taken + entropy_coef * entropy) * mask).sum() / mask.sum()
     return loss, policies
 
@@ -99,6 +100,7 @@ class ActorCriticLearner(StandardisedLearner, PolicyLearner):
 
     COUNTERS = ("log_stats_t", "critic_training_steps", "last_target_update_step")
     CRITIC_TYPES = ("ac_critic", "cv_critic", "ac_critic_ns", "cv_critic_ns")
+    ACTOR_LOSS_STAT = "pg_loss"  # the actor loss's name in the logs (EPyMARL's COMA: coma_loss)
 
     def __init__(self, mac, scheme: dict, logger, args: SimpleNamespace):
         super().__init__(mac, logger, args)
@@ -136,7 +138,7 @@ class ActorCriticLearner(StandardisedLearner, PolicyLearner):
         self._update_target_critic()
         if self._logging(t_env):
             self._log({**critic_stats, "advantage_mean": masked_mean(advantages, mask),
-                       "pg_loss": loss.detach(), "agent_grad_norm": grad_norm,
+                       self.ACTOR_LOSS_STAT: loss.detach(), "agent_grad_norm": grad_norm,
                        "pi_max": masked_mean(policies.detach().max(dim=-1)[0], mask)}, t_env)
 
     def _critic_data(self, batch: EpisodeBatch) -> tuple[th.Tensor, th.Tensor]:
@@ -197,3 +199,60 @@ class PPOLearner(ActorCriticLearner):
             grad_norm = self._optimise(self.agent_optimiser, self.agent_params, loss, t_env)
         self._finish(t_env, mask, critic_stats, advantages, loss, grad_norm, policies)
         return {}
+
+
+class EPyMARLCOMALearner(ActorCriticLearner):
+    """EPyMARL's COMA (``learner: epymarl_coma_learner``; configs coma_epymarl and coma_ns), as its
+    coma_learner.py computes it; PyMARL2's COMA (``coma_learner``, config coma) trains its critic otherwise.
+    One train call on a batch (one team reward r, standardised with standardise_rewards):
+
+    1. Critic Q_i(s, u_{-i}, .) (critic_type coma_critic / coma_critic_ns), one Adam step (lr): targets are
+       q_nstep-step returns (nstep_returns, add_value_last_step) of the target critic's Q of the actions
+       taken, the loss the squared errors of Q_i(s_t, u_t) summed over the agents and divided by the valid
+       steps (EPyMARL's sum over agents).
+    2. Actor, one Adam step (lr): COMA's counterfactual advantages A_i = Q_i(s, u) - sum_a pi_i(a) Q_i(s,
+       (u_{-i}, a)) from the critic before its step, in actor_critic_learner's loss with log pi(u) (no 1e-10,
+       as EPyMARL's COMA) and entropy_coef.
+    3. The target critic follows target_update_interval_or_tau.
+
+    Stats under EPyMARL's names (coma_loss for the actor's loss); td_error_abs, q_taken_mean and target_mean are
+    means over valid (step, agent) (EPyMARL's are n_agents times these)."""
+
+    CRITIC_TYPES = ("coma_critic", "coma_critic_ns")
+    ACTOR_LOSS_STAT = "coma_loss"
+
+    def train(self, batch: EpisodeBatch, t_env: int, episode_num: int, per_weight: th.Tensor | None = None) -> dict:
+        prepared = self._prepare(batch, t_env)
+        if prepared is None:
+            return {}
+        data, rewards, mask = prepared
+        q_values, critic_stats = self._train_q_critic(batch, data.actions, rewards, mask, t_env)  # [bs, T-1, n, A]
+        policies = self._policies(batch)[:, :-1]  # [bs, T-1, n, n_actions]
+        advantages = counterfactual_advantages(policies, q_values, data.actions)  # [bs, T-1, n]
+        loss, policies = policy_gradient_loss(policies, advantages, data.actions, mask, self.args.entropy_coef,
+                                              log_eps=0.0)
+        grad_norm = self._optimise(self.agent_optimiser, self.agent_params, loss, t_env)
+        self._finish(t_env, mask, critic_stats, advantages, loss, grad_norm, policies)
+        return {}
+
+    def _train_q_critic(self, batch: EpisodeBatch, actions: th.Tensor, rewards: th.Tensor, mask: th.Tensor,
+                        t_env: int) -> tuple[th.Tensor, dict]:
+        """One critic step; the critic's Q-values before it [bs, T-1, n, n_actions] (no gradient) and stats.
+        actions [bs, T-1, n, 1]."""
+        inputs = self.critic.build_inputs(batch)  # [bs, T, n, input]
+        all_actions = batch["actions"].long()  # [bs, T, n, 1]
+        with th.no_grad():
+            target_taken = taken(self.target_critic(inputs), all_actions)  # [bs, T, n]
+        target_taken = self.standardisation.values(target_taken)
+        returns = nstep_returns(rewards, mask, target_taken, self.args.q_nstep, self.args.gamma,
+                                self.args.add_value_last_step)  # [bs, T-1, n]
+        returns = self.standardisation.returns(returns)
+        q_values = self.critic(inputs)[:, :-1]  # [bs, T-1, n, n_actions]
+        q_taken = taken(q_values, actions)  # [bs, T-1, n]
+        masked_td_error = (returns - q_taken) * mask
+        loss = masked_td_error.pow(2).sum() / mask[..., 0].sum()
+        grad_norm = self._optimise(self.critic_optimiser, self.critic_params, loss, t_env)
+        stats = {"critic_loss": loss.detach(), "critic_grad_norm": grad_norm,
+                 "td_error_abs": masked_mean(masked_td_error.detach().abs(), mask),
+                 "q_taken_mean": masked_mean(q_taken.detach(), mask), "target_mean": masked_mean(returns, mask)}
+        return q_values.detach(), stats

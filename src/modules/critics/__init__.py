@@ -6,11 +6,12 @@ from .fmac import FMACCritic
 from .lica import LICACritic
 from .offpg import OffPGCritic
 from .pac import PACCritic, PACCriticNS
-from .state_value import ACCritic, ACCriticNS, CentralVCritic, CentralVCriticNS, MADDPGCritic, MADDPGCriticNS
+from .state_value import (ACCritic, ACCriticNS, CentralVCritic, CentralVCriticNS, EPyMARLCOMACritic,
+                          EPyMARLCOMACriticNS, MADDPGCritic, MADDPGCriticNS)
 
 REGISTRY = {"coma": COMACritic, "lica": LICACritic, "offpg": OffPGCritic, "fmac": FMACCritic,
             # EPyMARL's critic_type names
             "ac_critic": ACCritic, "cv_critic": CentralVCritic, "ac_critic_ns": ACCriticNS,
             "cv_critic_ns": CentralVCriticNS, "maddpg_critic": MADDPGCritic, "maddpg_critic_ns": MADDPGCriticNS,
             "pac_critic": PACCritic, "pac_critic_ns": PACCriticNS, "pac_dcg_critic": DCGCritic,
-            "pac_dcg_critic_ns": DCGCriticNS}
+            "pac_dcg_critic_ns": DCGCriticNS, "coma_critic": EPyMARLCOMACritic, "coma_critic_ns": EPyMARLCOMACriticNS}

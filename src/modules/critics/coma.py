@@ -18,6 +18,13 @@ from utils.th_utils import one_hot, previous_steps
 HIDDEN = 128  # PyMARL2's width of both hidden layers
 
 
+def others_mask(n_agents: int, n_actions: int, device: th.device | str | None = None) -> th.Tensor:
+    """[n_agents, n_agents * n_actions]: row i is 0 on agent i's actions, 1 on the others' (what each agent's
+    COMA critic sees of the joint action)."""
+    others = 1 - th.eye(n_agents, device=device)  # [n, n]
+    return others.repeat_interleave(n_actions, dim=1)  # [n, n*n_actions]
+
+
 class COMACritic(nn.Module):
     def __init__(self, scheme: dict, args: SimpleNamespace):
         super().__init__()
@@ -41,12 +48,8 @@ class COMACritic(nn.Module):
         obs = batch["obs"].reshape(bs, steps, n, -1)  # [bs, T, n, obs]
         actions = one_hot(batch["actions"], self.n_actions)  # [bs, T, n, n_actions]
         joint = actions.reshape(bs, steps, 1, n * self.n_actions)  # [bs, T, 1, n*n_actions]
-        others = joint * self._others_mask(actions.device)  # [bs, T, n, n*n_actions]
+        others = joint * others_mask(n, self.n_actions, actions.device)  # [bs, T, n, n*n_actions]
         last_joint = previous_steps(joint).expand(-1, -1, n, -1)  # [bs, T, n, n*n_actions]
         ids = th.eye(n, device=actions.device).expand(bs, steps, -1, -1)  # [bs, T, n, n]
         return th.cat([state, obs, others, last_joint, ids], dim=-1)  # [bs, T, n, input]
 
-    def _others_mask(self, device: th.device) -> th.Tensor:
-        """[n_agents, n_agents * n_actions]: row i is 0 on agent i's actions, 1 on the others'."""
-        others = 1 - th.eye(self.n_agents, device=device)  # [n, n]
-        return others.repeat_interleave(self.n_actions, dim=1)  # [n, n*n_actions]

@@ -9,6 +9,7 @@ feed-forward network of two hidden layers (hidden_dim wide, ReLU), layer names f
 - ``ac_critic_ns``, ``cv_critic_ns`` (the _ns configs): the same inputs without the id, each agent its own
   network (AgentLinear layers: one batched matmul for all agents).
 - ``maddpg_critic``, ``maddpg_critic_ns`` (MADDPG): Q_i of the state and the joint action (below).
+- ``coma_critic``, ``coma_critic_ns`` (EPyMARL's COMA): Q_i(s, u_{-i}, .) over agent i's own actions (below).
 """
 from types import SimpleNamespace
 
@@ -21,9 +22,18 @@ from components.episode_buffer import EpisodeBatch
 from modules.agents.rnn_ns_agent import AgentLinear
 from utils.th_utils import one_hot, previous_steps
 
+from .coma import others_mask
+
 
 def _size(scheme: dict, key: str) -> int:
     return int(np.prod(scheme[key]["vshape"]))
+
+
+def stored_actions_onehot(batch: EpisodeBatch, n_actions: int) -> th.Tensor:
+    """The one-hot actions of every stored step [bs, T, n, n_actions], zeros past an episode's last stored
+    step, as EPyMARL's batch holds them (its n-step returns read a critic there: add_value_last_step)."""
+    filled = batch["filled"].reshape(batch.batch_size, batch.max_seq_length, 1, 1)  # [bs, T, 1, 1]
+    return one_hot(batch["actions"], n_actions) * filled
 
 
 class StateValueCritic(nn.Module):
@@ -88,7 +98,7 @@ class CentralVCritic(StateValueCritic):
         if self.args.obs_individual_obs:
             parts.append(batch["obs"].reshape(bs, steps, 1, -1))  # [bs, T, 1, n*obs]
         if self.args.obs_last_action:
-            actions = one_hot(batch["actions"], self.n_actions)  # [bs, T, n, n_actions]
+            actions = stored_actions_onehot(batch, self.n_actions)  # [bs, T, n, n_actions]
             parts.append(previous_steps(actions.reshape(bs, steps, 1, n * self.n_actions)))  # [bs, T, 1, n*n_actions]
         return [part.expand(-1, -1, n, -1) for part in parts]  # each [bs, T, n, part]
 
@@ -136,6 +146,39 @@ class MADDPGCritic(StateValueCritic):
 
 class MADDPGCriticNS(MADDPGCritic):
     """maddpg_critic_ns: every agent its own critic (no id)."""
+
+    def __init__(self, scheme: dict, args: SimpleNamespace):
+        super().__init__(scheme, args, per_agent=True)
+
+
+class EPyMARLCOMACritic(StateValueCritic):
+    """EPyMARL's ``coma_critic`` (config coma_epymarl): Q_i(s, u_{-i}, .) over agent i's own actions from the
+    state (with obs_individual_obs its own observation), the joint action with its own zeroed, with
+    obs_last_action the previous joint action, and with obs_agent_id its id: PyMARL2's COMA critic inputs
+    (modules/critics/coma.py) with EPyMARL's optional parts and width. With `per_agent` (``coma_critic_ns``)
+    every agent its own network, without the id. The actions of steps past an episode's last stored step are
+    zeros, as in EPyMARL's batch (stored_actions_onehot)."""
+
+    def __init__(self, scheme: dict, args: SimpleNamespace, per_agent: bool = False):
+        n, n_actions = args.n_agents, args.n_actions
+        input_dim = (_size(scheme, "state") + args.obs_individual_obs * _size(scheme, "obs")
+                     + (1 + args.obs_last_action) * n * n_actions)
+        super().__init__(input_dim, args, per_agent, out_dim=n_actions, with_id=args.obs_agent_id)
+
+    def _parts(self, batch: EpisodeBatch, bs: int, steps: int) -> list:
+        n = self.n_agents
+        joint = stored_actions_onehot(batch, self.n_actions).reshape(bs, steps, 1, -1)  # [bs, T, 1, n*A]
+        parts = [batch["state"].reshape(bs, steps, 1, -1).expand(-1, -1, n, -1)]  # [bs, T, n, state]
+        if self.args.obs_individual_obs:
+            parts.append(batch["obs"].reshape(bs, steps, n, -1))  # [bs, T, n, obs]
+        parts.append(joint * others_mask(n, self.n_actions, joint.device))  # [bs, T, n, n*A]
+        if self.args.obs_last_action:
+            parts.append(previous_steps(joint).expand(-1, -1, n, -1))  # [bs, T, n, n*A]
+        return parts
+
+
+class EPyMARLCOMACriticNS(EPyMARLCOMACritic):
+    """coma_critic_ns: every agent its own critic (no id)."""
 
     def __init__(self, scheme: dict, args: SimpleNamespace):
         super().__init__(scheme, args, per_agent=True)
