@@ -18,17 +18,20 @@ from test_learner import N_ACTIONS, N_AGENTS, build_learner, make_args, make_bat
 th.set_num_threads(1)
 
 
-def make_learner(seed: int = 0, per_agent: bool = True, **overrides):
-    th.manual_seed(seed)
+def make_learner(init_seed: int = 0, per_agent: bool = True, learner: str = "pac_learner", critic: str = "pac_critic",
+                 **overrides):
+    """`learner` (PAC's, or PAC-DCG's with critic pac_dcg_critic) on the test env's fields, small and seeded;
+    per_agent: non-shared actors and critics (the _ns critic types)."""
+    th.manual_seed(init_seed)
     settings = dict(agent="rnn_ns" if per_agent else "rnn", mac="non_shared_mac", use_rnn=False,
                     obs_agent_id=not per_agent, obs_last_action=False, obs_individual_obs=False,
-                    learner="pac_learner", agent_output_type="pi_logits", action_selector="soft_policies",
-                    critic_type="pac_critic_ns" if per_agent else "pac_critic",
+                    learner=learner, agent_output_type="pi_logits", action_selector="soft_policies",
+                    critic_type=f"{critic}_ns" if per_agent else critic,
                     state_value_type="cv_critic_ns" if per_agent else "cv_critic", hidden_dim=16,
                     common_reward=True, standardise_rewards=False, standardise_returns=False,
                     target_update_interval_or_tau=0.01, q_nstep=2, initial_entropy_coef=20.0,
                     final_entropy_coef=0.01, entropy_end_ratio=0.8, t_max=1000, train_unroll="fused", lr=0.01)
-    return build_learner("pac_learner", make_args(**{**settings, **overrides}))
+    return build_learner(learner, make_args(**{**settings, **overrides}))
 
 
 def test_each_agent_sees_the_others_actions_in_agent_order():
@@ -54,19 +57,23 @@ def test_the_maximum_over_the_others_joint_actions_is_a_brute_force_maximum(per_
     assert th.allclose(best, brute, atol=1e-6)
 
 
+def train_once_with_copies(learner) -> tuple:
+    """One train call on a test batch: (the batch, copies of critic, target critic and state value taken before
+    it, the valid-step mask [bs, T-1, n], every agent's team reward [bs, T-1, n])."""
+    batch = make_batch(seed=5)
+    copies = tuple(copy.deepcopy(net) for net in (learner.critic, learner.target_critic, learner.state_value))
+    learner.train(batch, t_env=100, episode_num=1)
+    mask = valid_step_mask(batch, batch["terminated"][:, :-1].float()).expand(-1, -1, N_AGENTS)  # [bs, T-1, n]
+    return batch, copies, mask, batch["reward"][:, :-1].expand(-1, -1, N_AGENTS)
+
+
 def test_the_critic_loss_and_advantages_are_those_of_their_definitions():
     """From copies taken before the call: 2-step returns of the target critic's best value of the action
     taken (no value after the last transition), both squared errors, and A = max Q - V."""
     learner, logger = make_learner(q_nstep=2)
-    batch = make_batch(seed=5)
-    critic, target_critic, state_value = (copy.deepcopy(learner.critic), copy.deepcopy(learner.target_critic),
-                                          copy.deepcopy(learner.state_value))
-    learner.train(batch, t_env=100, episode_num=1)
-
+    batch, (critic, target_critic, state_value), mask, rewards = train_once_with_copies(learner)
     gamma = learner.args.gamma
     actions = batch["actions"][:, :-1].long()
-    mask = valid_step_mask(batch, batch["terminated"][:, :-1].float()).expand(-1, -1, N_AGENTS)  # [bs, T-1, n]
-    rewards = batch["reward"][:, :-1].expand(-1, -1, N_AGENTS)
     with th.no_grad():
         inputs = critic.build_inputs(batch)[:, :-1]
         target_best = target_critic.max_over_others(inputs).gather(-1, actions).squeeze(-1)  # [bs, T-1, n]

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 import torch as th
 
-from learners.q_learner import valid_step_mask
 from main_runs import run_main, train_on_spread
 from modules.critics.dcg import DCGCritic, graph_edges
 from run.run import build_scheme
-from test_learner import N_ACTIONS, N_AGENTS, build_learner, make_args, make_batch
+from test_learner import N_ACTIONS, N_AGENTS
+from test_pac import make_learner as make_pac_learner
+from test_pac import train_once_with_copies
 
 th.set_num_threads(1)
 
@@ -33,17 +34,8 @@ def make_critic(n_agents: int = N_AGENTS, n_actions: int = N_ACTIONS, per_agent:
 
 
 def make_learner(seed: int = 0, per_agent: bool = True, **overrides):
-    th.manual_seed(seed)
-    settings = dict(agent="rnn_ns" if per_agent else "rnn", mac="non_shared_mac", use_rnn=False,
-                    obs_agent_id=not per_agent, obs_last_action=False, obs_individual_obs=False,
-                    learner="pac_dcg_learner", agent_output_type="pi_logits", action_selector="soft_policies",
-                    critic_type="pac_dcg_critic_ns" if per_agent else "pac_dcg_critic",
-                    state_value_type="cv_critic_ns" if per_agent else "cv_critic", hidden_dim=16,
-                    common_reward=True, standardise_rewards=False, standardise_returns=False,
-                    target_update_interval_or_tau=0.01, q_nstep=2, initial_entropy_coef=30.0,
-                    final_entropy_coef=0.01, entropy_end_ratio=0.8, t_max=1000, train_unroll="fused", lr=0.01,
-                    **GRAPH_SETTINGS)
-    return build_learner("pac_dcg_learner", make_args(**{**settings, **overrides}))
+    return make_pac_learner(seed, per_agent, learner="pac_dcg_learner", critic="pac_dcg_critic",
+                            **{"initial_entropy_coef": 30.0, **GRAPH_SETTINGS, **overrides})
 
 
 def joint_actions(n_agents: int, n_actions: int) -> th.Tensor:
@@ -199,16 +191,10 @@ def test_the_critic_losses_and_advantages_are_those_of_their_definitions():
     action with each agent's own action put in, the critic loss summed over agents, the state value's loss
     against its own 2-step returns, A = Q(greedy_-i, u_i) - V; the critic and state value step apart."""
     learner, logger = make_learner(q_nstep=2)
-    batch = make_batch(seed=5)
-    critic, target_critic, state_value = (copy.deepcopy(learner.critic), copy.deepcopy(learner.target_critic),
-                                          copy.deepcopy(learner.state_value))
-    learner.train(batch, t_env=100, episode_num=1)
-
+    batch, (critic, target_critic, state_value), mask, rewards = train_once_with_copies(learner)
     gamma = learner.args.gamma
     actions = batch["actions"][:, :-1, :, 0].long()  # [bs, T-1, n]
     available = batch["avail_actions"][:, :-1]
-    mask = valid_step_mask(batch, batch["terminated"][:, :-1].float()).expand(-1, -1, N_AGENTS)  # [bs, T-1, n]
-    rewards = batch["reward"][:, :-1].expand(-1, -1, N_AGENTS)
 
     def two_step_returns(values):
         returns = th.zeros_like(rewards)
