@@ -408,11 +408,11 @@ class GymmaEnv(MultiAgentEnv):
         return avail
 
     def _observe(self, observations: list, info: dict) -> None:
-        spaces = _gymnasium().spaces
         self.observations[:] = 0.0
         for agent_id, (space, observation) in enumerate(zip(self.task.observation_spaces, observations)):
             dtype = self.box_dtypes[agent_id]
-            flat = spaces.flatten(space, observation) if dtype is None else np.asarray(observation, dtype=dtype).ravel()
+            flat = (_gymnasium().spaces.flatten(space, observation) if dtype is None
+                    else np.asarray(observation, dtype=dtype).ravel())
             self.observations[agent_id, :flat.shape[0]] = flat
         np.copyto(self.avail, self.unmasked)
         masks = self.task.action_masks(info)
