@@ -76,10 +76,7 @@ class BasicMAC:
 
         With agent_output_type "pi_logits" the outputs are turned into policies by a softmax in
         which unavailable actions get logit -1e5 (unless args.mask_before_softmax is False)."""
-        agent_outs = self._agent_step(ep_batch, t, test_mode)
-        if self.agent_output_type != "pi_logits":  # Q-values: no availability to read (acting's hot path)
-            return agent_outs
-        return self._outputs(agent_outs, ep_batch["avail_actions"][:, t])
+        return self._outputs(self._agent_step(ep_batch, t, test_mode), ep_batch["avail_actions"][:, t])
 
     def _agent_step(self, ep_batch: EpisodeBatch, t: int, test_mode: bool) -> th.Tensor:
         """The agent network's raw outputs [bs, n_agents, n_actions] at step t; advances hidden_states."""
