@@ -102,6 +102,20 @@ def test_test_mode_is_greedy():
     assert selector.epsilon == 1.0
 
 
+def test_greedy_selection_moves_the_random_state_as_pymarl2s_draws_do():
+    """With epsilon 0 no random action is built, but the random stream moves on exactly as PyMARL2's
+    rand + Categorical draw move it, so that every later draw is the same."""
+    qs, avail = th.randn(5, 3, 6), random_avail(5, 3, 6)
+    th.manual_seed(4)
+    th.rand(5, 3)
+    Categorical(probs=avail.float(), validate_args=False).sample()
+    after = th.rand(8)
+    th.manual_seed(4)
+    actions = EpsilonGreedyActionSelector(make_args()).select_action(qs, avail, t_env=0, test_mode=True)
+    assert th.equal(actions, qs.masked_fill(avail == 0, -math.inf).argmax(-1))
+    assert th.equal(th.rand(8), after)
+
+
 def test_test_noise_sets_test_epsilon():
     selector = EpsilonGreedyActionSelector(make_args(test_noise=0.3))
     selector.select_action(th.zeros(1, 1, 2), th.ones(1, 1, 2), t_env=0, test_mode=True)

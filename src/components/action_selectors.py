@@ -18,7 +18,12 @@ def categorical_sample(weights: th.Tensor) -> th.Tensor:
     if not bool((total > 0).all()):
         raise ValueError("categorical_sample: a row has no positive weight (an agent with no available action?)")
     probs = weights / total  # [..., n]
-    return (probs / th.empty_like(probs).exponential_(1)).argmax(dim=-1)  # [...]
+    return (probs / _exponential_noise(probs.shape, probs.dtype, probs.device)).argmax(dim=-1)  # [...]
+
+
+def _exponential_noise(shape: th.Size, dtype: th.dtype, device: th.device) -> th.Tensor:
+    """Exp(1) draws [shape]: categorical_sample's noise, one per weight."""
+    return th.empty(shape, dtype=dtype, device=device).exponential_(1)
 
 
 class EpsilonGreedyActionSelector:
@@ -43,15 +48,18 @@ class EpsilonGreedyActionSelector:
         if test_mode:
             self.epsilon = getattr(self.args, "test_noise", 0.0)
 
-        unavailable = avail_actions == 0  # [bs, n_agents, n_actions]
         # Unavailable actions can never win the argmax.
-        masked_qs = agent_qs.masked_fill(unavailable, -float("inf"))
-
-        pick_random = th.rand_like(agent_qs[:, :, 0]) < self.epsilon  # [bs, n_agents]
+        greedy_actions = agent_qs.masked_fill(avail_actions == 0, -float("inf")).argmax(dim=2)  # [bs, n_agents]
+        uniform = th.rand(agent_qs.shape[:2], dtype=agent_qs.dtype, device=agent_qs.device)  # [bs, n_agents]
+        if self.epsilon <= 0:
+            # No agent explores (uniform >= 0), as in greedy test episodes. PyMARL2 still draws the
+            # random actions there; their noise is drawn alone, so that the random stream (and every
+            # later draw) is PyMARL2's, without the arithmetic of actions that are never taken.
+            _exponential_noise(avail_actions.shape, th.float32, avail_actions.device)
+            return greedy_actions
         # the 0/1 mask normalised: uniform over the available actions (PyMARL2's Categorical draw)
         random_actions = categorical_sample(avail_actions.float())  # [bs, n_agents]
-        greedy_actions = masked_qs.argmax(dim=2)  # [bs, n_agents]
-        return th.where(pick_random, random_actions, greedy_actions)
+        return th.where(uniform < self.epsilon, random_actions, greedy_actions)
 
 
 class PolicySelector:

@@ -61,8 +61,9 @@ class BasicMAC:
         whole batch so every episode's memory advances in step."""
         avail_actions = ep_batch["avail_actions"][:, t_ep]  # [bs, n_agents, n_actions]
         agent_outputs = self.acting_outputs(ep_batch, t_ep, test_mode=test_mode)
-        return self.action_selector.select_action(agent_outputs[bs], avail_actions[bs], t_env,
-                                                  test_mode=test_mode)
+        if not (isinstance(bs, slice) and bs == slice(None)):  # some episodes have ended
+            agent_outputs, avail_actions = agent_outputs[bs], avail_actions[bs]
+        return self.action_selector.select_action(agent_outputs, avail_actions, t_env, test_mode=test_mode)
 
     def acting_outputs(self, ep_batch: EpisodeBatch, t: int, test_mode: bool = False) -> th.Tensor:
         """What the action selector sees at step t: the forward outputs [bs, n_agents, n_actions], or for

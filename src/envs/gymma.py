@@ -83,14 +83,19 @@ class _GymTask:
 
     def step(self, actions: list[int]) -> tuple[list, list, bool, bool, dict]:
         observations, rewards, terminated, truncated, info = self.env.step(actions)
-        rewards = list(rewards) if np.ndim(rewards) else [rewards]
-        return list(observations), rewards, bool(np.all(terminated)), bool(np.all(truncated)), info
+        rewards = list(rewards) if isinstance(rewards, (list, tuple)) or np.ndim(rewards) else [rewards]
+        return list(observations), rewards, _all_done(terminated), _all_done(truncated), info
 
     def action_masks(self, info: dict) -> list | None:
         return info.get("action_mask")
 
     def close(self) -> None:
         self.env.close()
+
+
+def _all_done(flags) -> bool:
+    """A task's terminated or truncated: one bool (LBF, RWARE), or one per agent (all must be set)."""
+    return flags if isinstance(flags, bool) else bool(np.all(flags))
 
 
 class _VMASTask(_GymTask):
@@ -448,6 +453,10 @@ class GymmaEnv(MultiAgentEnv):
         total = float(np.sum(rewards))
         return total / len(rewards) if self.reward_scalarisation == "mean" else total
 
+    def get_obs(self) -> np.ndarray:
+        """All agents' observations [n_agents, obs] in one array (the runner's layout: no per-agent copies)."""
+        return self.observations.copy()
+
     def get_obs_agent(self, agent_id: int) -> np.ndarray:
         return self.observations[agent_id].copy()
 
@@ -459,6 +468,10 @@ class GymmaEnv(MultiAgentEnv):
 
     def get_state_size(self) -> int:
         return self.n_agents * self.obs_size
+
+    def get_avail_actions(self) -> np.ndarray:
+        """All agents' available actions [n_agents, n_actions] in one array."""
+        return self.avail.copy()
 
     def get_avail_agent_actions(self, agent_id: int) -> np.ndarray:
         return self.avail[agent_id].copy()

@@ -147,6 +147,7 @@ class BatchArrays:
         self.state, self.avail_actions, self.obs = arrays["state"], arrays["avail_actions"], arrays["obs"]
         self.reward, self.terminated, self.filled = arrays["reward"], arrays["terminated"], arrays["filled"]
         self._arrays = arrays
+        self.actions = batch["actions"].numpy() if shared else None  # the runner's own writes (CPU only)
 
     def push(self, keys: tuple, t: int) -> None:
         """Copy step t of fields `keys` into the batch (nothing to do when shared)."""
@@ -319,6 +320,10 @@ class BatchRunner:
         if "actions" in self.batch.preprocess:  # update() also writes the derived field (e.g. one-hot)
             # [len(acting), 1 (time), n_agents]; not marking filled: the pre-transition data did
             self.batch.update({"actions": actions.unsqueeze(1)}, bs=rows, ts=self.t, mark_filled=False)
+        elif self.arrays.shared:  # the batch is on the CPU: a numpy write, no tensor built
+            actions = actions.numpy()  # [len(acting), n_agents]
+            self.arrays.actions[rows, self.t, :, 0] = actions  # cast to the field's small int type
+            return actions
         else:  # [len(acting), n_agents, 1]
             self.batch["actions"][rows, self.t] = actions.unsqueeze(-1).to(self.batch["actions"].dtype)
         return actions.cpu().numpy()
