@@ -54,6 +54,7 @@ class BasicMAC:
             raise ValueError(f"the {args.action_selector} action selector samples policies: it needs "
                              f"agent_output_type 'pi_logits', got '{self.agent_output_type}'")
         self.hidden_states = None  # [bs, n_agents, hidden] once init_hidden is called
+        self._agent_ids_cache = None  # [n_agents, n_agents] (_agent_ids)
 
     def select_actions(self, ep_batch: EpisodeBatch, t_ep: int, t_env: int,
                        bs: slice | list = slice(None), test_mode: bool = False) -> th.Tensor:
@@ -157,8 +158,16 @@ class BasicMAC:
         if self.args.obs_last_action:
             parts.append(self._last_actions_onehot(batch, t, t + 1, obs.dtype)[0])  # [bs, n_agents, n_actions]
         if self.args.obs_agent_id:
-            parts.append(th.eye(self.n_agents, dtype=obs.dtype, device=obs.device).expand(bs, -1, -1))  # [bs, n, n]
+            parts.append(self._agent_ids(obs.dtype, obs.device).expand(bs, -1, -1))  # [bs, n_agents, n_agents]
         return th.cat(parts, dim=-1)
+
+    def _agent_ids(self, dtype: th.dtype, device: th.device) -> th.Tensor:
+        """The one-hot agent ids [n_agents, n_agents], built once per dtype and device (acting reads them
+        every step)."""
+        ids = self._agent_ids_cache
+        if ids is None or ids.dtype != dtype or ids.device != device:
+            ids = self._agent_ids_cache = th.eye(self.n_agents, dtype=dtype, device=device)
+        return ids
 
     def build_sequence_inputs(self, batch: EpisodeBatch) -> th.Tensor:
         """The agent inputs of every stored step: [bs, T, n_agents, input]. Under autocast they are
@@ -177,8 +186,7 @@ class BasicMAC:
         if self.args.obs_last_action:
             parts.append(self._last_actions_onehot(batch, start, stop, dtype))
         if self.args.obs_agent_id:
-            agent_ids = th.eye(self.n_agents, dtype=dtype, device=obs.device)  # [n_agents, n_agents]
-            parts.append(agent_ids.expand(steps, bs, -1, -1))  # [steps, bs, n_agents, n_agents]
+            parts.append(self._agent_ids(dtype, obs.device).expand(steps, bs, -1, -1))  # [steps, bs, n, n]
         inputs = obs.new_empty(steps, bs, self.n_agents, sum(part.shape[-1] for part in parts), dtype=dtype)
         th.cat(parts, dim=-1, out=inputs)  # casts the observations as it copies them
         return inputs.transpose(0, 1)  # [bs, steps, n_agents, input]

@@ -224,7 +224,7 @@ class _EpisodesInProgress:
     def record(self, i: int, transition: Transition) -> None:
         """Account for one env step of env i."""
         reward = transition.reward  # the team's (a float) or each agent's (an array, common_reward=False)
-        self.returns[i] += reward if np.ndim(reward) else float(reward)
+        self.returns[i] += reward if isinstance(reward, np.ndarray) and reward.ndim else float(reward)
         self.lengths[i] += 1
         self.ended[i] = bool(transition.terminated)
         self.final_infos[i] = transition.info
