@@ -12,10 +12,14 @@ Each algorithm runs once in each code base, one after the other, with the same c
 Foraging-8x8-2p-3f-v3 (time_limit 50, seed 1, a test every t_max / 8 steps for timing points) and each
 code base's preset of it: EPyMARL's qmix.yaml is marlkit's qmix_epymarl, mappo is mappo in both. The steady rate is env steps per second between the first
 test at or after --warm-steps and the last test (bench_e2e.steady_rate); "overall" is t_max over the whole
-wall-clock. The ratio is marlkit's rate over EPyMARL's.
+wall-clock; "with test steps" is the steady rate counting the greedy test episodes' env steps too (from each
+run's sacred info.json), since how long those episodes last depends on the policy each run learned, not on
+the code. The ratio is marlkit's rate over EPyMARL's.
 """
 import argparse
 import datetime
+import glob
+import json
 import os
 import platform
 import sys
@@ -31,8 +35,9 @@ TASK = ["--env-config=gymma", "with", "env_args.time_limit=50", "env_args.key=lb
 CONFIGS = {"qmix": {"marlkit": "qmix_epymarl", "epymarl": "qmix"}, "mappo": {"marlkit": "mappo", "epymarl": "mappo"}}
 
 
-def run(repo: str, config: str, t_max: int, warm_steps: int, pythonpath: str | None = None) -> tuple[float, float]:
-    """(steady env steps/s, overall env steps/s) of one run of `repo`'s main.py with `config` on the task."""
+def run(repo: str, config: str, t_max: int, warm_steps: int, pythonpath: str | None = None) -> tuple:
+    """(steady env steps/s, overall env steps/s, steady rate of all env steps, training and greedy test) of
+    one run of `repo`'s main.py with `config` on the task."""
     saved = os.environ.get("PYTHONPATH")
     if pythonpath:
         os.environ["PYTHONPATH"] = pythonpath
@@ -41,12 +46,46 @@ def run(repo: str, config: str, t_max: int, warm_steps: int, pythonpath: str | N
             interval = max(t_max // 8, 1000)  # timing points: the presets test rarely (mappo: every 50k steps)
             result = run_workload(repo, [f"--config={config}", *TASK, f"t_max={t_max}", f"test_interval={interval}",
                                          f"log_interval={interval}", f"local_results_path={results}"], None)
+            test_steps = logged_test_steps(repo, results)
     finally:
         if saved is None:
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = saved
-    return steady_rate(result["tests"], warm_steps), t_max / result["seconds"]
+    return (steady_rate(result["tests"], warm_steps), t_max / result["seconds"],
+            steady_rate_with_tests(result["tests"], warm_steps, test_steps))
+
+
+def logged_test_steps(repo: str, results: str) -> dict[int, float]:
+    """{t_env of a test: env steps its greedy episodes took}, from the run's sacred record (info.json:
+    test_ep_length_mean times the test episodes run, as both code bases count them). The record is the
+    one whose config names `results` as its local_results_path (EPyMARL keeps its sacred records in its
+    own results/ folder, beside those of earlier runs)."""
+    configs = [path for folder in (results, os.path.join(repo, "results"))
+               for path in glob.glob(os.path.join(folder, "sacred", "**", "config.json"), recursive=True)]
+    matching = []
+    for path in configs:
+        with open(path) as file:
+            config = json.load(file)
+        if config.get("local_results_path") == results:
+            matching.append((path, config))
+    if len(matching) != 1:
+        raise SystemExit(f"{len(matching)} sacred records name {results} as their results path; expected one")
+    [(config_path, config)] = matching
+    with open(os.path.join(os.path.dirname(config_path), "info.json")) as file:
+        info = json.load(file)
+    episodes = max(1, config["test_nepisode"] // config["batch_size_run"]) * config["batch_size_run"]
+    return {t_env: episodes * length
+            for t_env, length in zip(info["test_ep_length_mean_T"], info["test_ep_length_mean"])}
+
+
+def steady_rate_with_tests(tests: list, warm_steps: int, test_steps: dict[int, float]) -> float:
+    """steady_rate counting the greedy test episodes' env steps too: how fast the code steps the env,
+    whatever the length of the test episodes its policy plays (which differs between runs)."""
+    warm = [(s, t) for s, t in tests if t >= warm_steps]
+    (s0, t0), (s1, t1) = warm[0], warm[-1]
+    tested = sum(steps for t_env, steps in test_steps.items() if t0 <= t_env < t1)
+    return (t1 - t0 + tested) / (s1 - s0)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -72,8 +111,9 @@ def main(argv: list[str] | None = None) -> None:
             ours = run(REPO, names["marlkit"], args.t_max, args.warm_steps)
             theirs = run(epymarl, names["epymarl"], args.t_max, args.warm_steps, pythonpath=stubs)
             print(f"{alg}: marlkit --config={names['marlkit']} {ours[0]:.0f} env steps/s steady ({ours[1]:.0f} "
-                  f"overall); EPyMARL --config={names['epymarl']} {theirs[0]:.0f} ({theirs[1]:.0f}); "
-                  f"ratio {ours[0] / theirs[0]:.2f} steady, {ours[1] / theirs[1]:.2f} overall")
+                  f"overall, {ours[2]:.0f} with test steps); EPyMARL --config={names['epymarl']} {theirs[0]:.0f} "
+                  f"({theirs[1]:.0f}, {theirs[2]:.0f}); ratio {ours[0] / theirs[0]:.2f} steady, "
+                  f"{ours[1] / theirs[1]:.2f} overall, {ours[2] / theirs[2]:.2f} with test steps")
 
 
 if __name__ == "__main__":

@@ -102,3 +102,27 @@ def test_bench_measures_a_scenario_and_a_baseline_without_smacv2_is_skipped_for_
     assert capsys.readouterr().out.splitlines()[-1].split()[:2] == ["terran_5_vs_5", "10"]
     with pytest.raises(SystemExit):
         bench_env.main(["--maps", "terran_5__vs_5"])
+
+
+def write_record(folder: Path, results: str, lengths: dict) -> None:
+    """A sacred record of a run that names `results` as its results path, with test episode lengths."""
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({"local_results_path": results, "test_nepisode": 100,
+                                                    "batch_size_run": 10}))
+    (folder / "info.json").write_text(json.dumps({"test_ep_length_mean_T": list(lengths),
+                                                  "test_ep_length_mean": list(lengths.values())}))
+
+
+def test_the_epymarl_bench_counts_test_steps_of_its_own_run_only(tmp_path):
+    import bench_epymarl
+    repo, results = tmp_path / "epymarl", str(tmp_path / "run")
+    write_record(repo / "results" / "sacred" / "qmix" / "task" / "1", results, {0: 50.0, 1000: 20.0, 2000: 10.0})
+    write_record(repo / "results" / "sacred" / "qmix" / "task" / "2", str(tmp_path / "other"), {0: 1.0})
+    steps = bench_epymarl.logged_test_steps(str(repo), results)
+    assert steps == {0: 5000.0, 1000: 2000.0, 2000: 1000.0}
+    # tests start at 0 s (t_env 0), 10 s (1000) and 15 s (2000); counted from 1000: the test at 1000 only
+    tests = [(0.0, 0), (10.0, 1000), (15.0, 2000)]
+    assert bench_epymarl.steady_rate_with_tests(tests, 1000, steps) == (1000 + 2000) / 5
+    write_record(tmp_path / "run" / "sacred" / "1", results, {0: 1.0})  # a second record naming the same folder
+    with pytest.raises(SystemExit, match="2 sacred records"):
+        bench_epymarl.logged_test_steps(str(repo), results)
