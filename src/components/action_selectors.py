@@ -50,7 +50,7 @@ class EpsilonGreedyActionSelector:
 
         # Unavailable actions can never win the argmax.
         greedy_actions = agent_qs.masked_fill(avail_actions == 0, -float("inf")).argmax(dim=2)  # [bs, n_agents]
-        uniform = th.rand(agent_qs.shape[:2], dtype=agent_qs.dtype, device=agent_qs.device)  # [bs, n_agents]
+        uniform = th.rand_like(agent_qs[:, :, 0])  # [bs, n_agents], laid out as PyMARL2's draw (its strides)
         if self.epsilon <= 0:
             # No agent explores (uniform >= 0), as in greedy test episodes. PyMARL2 still draws the
             # random actions there; their noise is drawn alone, so that the random stream (and every
