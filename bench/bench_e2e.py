@@ -115,12 +115,17 @@ def run_workload(repo: str, argv: list, win: float | None) -> dict:
             "precision": precision}
 
 
-def steady_rate(tests: list, warm_steps: int) -> float:
-    """Env steps per second between the first test start at or after warm_steps and the last one."""
+def steady_window(tests: list, warm_steps: int) -> tuple[tuple[float, int], tuple[float, int]]:
+    """(seconds, t_env) of the first test start at or after warm_steps and of the last one."""
     warm = [(s, t) for s, t in tests if t >= warm_steps]
     if len(warm) < 2:
         raise SystemExit(f"too few tests after {warm_steps} steps to measure a steady rate; raise --t-max")
-    (s0, t0), (s1, t1) = warm[0], warm[-1]
+    return warm[0], warm[-1]
+
+
+def steady_rate(tests: list, warm_steps: int) -> float:
+    """Env steps per second between the first test start at or after warm_steps and the last one."""
+    (s0, t0), (s1, t1) = steady_window(tests, warm_steps)
     return (t1 - t0) / (s1 - s0)
 
 

@@ -28,7 +28,7 @@ import tempfile
 import psutil
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_e2e import REPO, run_workload, steady_rate  # noqa: E402
+from bench_e2e import REPO, run_workload, steady_rate, steady_window  # noqa: E402
 
 TASK = ["--env-config=gymma", "with", "env_args.time_limit=50", "env_args.key=lbforaging:Foraging-8x8-2p-3f-v3",
         "seed=1"]
@@ -82,8 +82,7 @@ def logged_test_steps(repo: str, results: str) -> dict[int, float]:
 def steady_rate_with_tests(tests: list, warm_steps: int, test_steps: dict[int, float]) -> float:
     """steady_rate counting the greedy test episodes' env steps too: how fast the code steps the env,
     whatever the length of the test episodes its policy plays (which differs between runs)."""
-    warm = [(s, t) for s, t in tests if t >= warm_steps]
-    (s0, t0), (s1, t1) = warm[0], warm[-1]
+    (s0, t0), (s1, t1) = steady_window(tests, warm_steps)
     tested = sum(steps for t_env, steps in test_steps.items() if t0 <= t_env < t1)
     return (t1 - t0 + tested) / (s1 - s0)
 

@@ -128,7 +128,8 @@ class InProcessEnvs:
 
 
 class BatchArrays:
-    """numpy arrays [batch, T, ...] of the batch fields the envs fill, written in place by the runner.
+    """numpy arrays [batch, T, ...] of the batch fields the envs (and the chosen actions) fill, written in
+    place by the runner.
 
     On the CPU they share memory with the batch, so a write lands in the batch at once and no
     tensor is built per step. On another device (CUDA) they are a host copy, and push(keys, t)
@@ -137,7 +138,8 @@ class BatchArrays:
 
     OBSERVED = ("state", "avail_actions", "obs", "filled")  # written at the step they describe
     OUTCOMES = ("reward", "terminated")  # written at step t once the env step from t is taken
-    FIELDS = OBSERVED + OUTCOMES
+    ACTED = ("actions",)  # the controller's choice at step t
+    FIELDS = OBSERVED + OUTCOMES + ACTED
 
     def __init__(self, batch: EpisodeBatch, shared: bool):
         self.batch = batch
@@ -146,8 +148,8 @@ class BatchArrays:
                   for key in self.FIELDS}
         self.state, self.avail_actions, self.obs = arrays["state"], arrays["avail_actions"], arrays["obs"]
         self.reward, self.terminated, self.filled = arrays["reward"], arrays["terminated"], arrays["filled"]
+        self.actions = arrays["actions"]
         self._arrays = arrays
-        self.actions = batch["actions"].numpy() if shared else None  # the runner's own writes (CPU only)
 
     def push(self, keys: tuple, t: int) -> None:
         """Copy step t of fields `keys` into the batch (nothing to do when shared)."""
@@ -320,13 +322,11 @@ class BatchRunner:
         if "actions" in self.batch.preprocess:  # update() also writes the derived field (e.g. one-hot)
             # [len(acting), 1 (time), n_agents]; not marking filled: the pre-transition data did
             self.batch.update({"actions": actions.unsqueeze(1)}, bs=rows, ts=self.t, mark_filled=False)
-        elif self.arrays.shared:  # the batch is on the CPU: a numpy write, no tensor built
-            actions = actions.numpy()  # [len(acting), n_agents]
-            self.arrays.actions[rows, self.t, :, 0] = actions  # cast to the field's small int type
-            return actions
-        else:  # [len(acting), n_agents, 1]
-            self.batch["actions"][rows, self.t] = actions.unsqueeze(-1).to(self.batch["actions"].dtype)
-        return actions.cpu().numpy()
+            return actions.cpu().numpy()
+        actions = actions.cpu().numpy()  # [len(acting), n_agents]
+        self.arrays.actions[rows, self.t, :, 0] = actions  # cast to the field's small int type
+        self.arrays.push(self.arrays.ACTED, self.t)
+        return actions
 
     def _rows(self, envs: list) -> list | slice:
         """Batch rows of `envs`: a slice when they are all the rows (a view, not a copy, when indexing)."""
