@@ -14,8 +14,6 @@ central networks), which say how much larger an algorithm's networks are.
 """
 import argparse
 import datetime
-import os
-import platform
 import statistics
 import time
 from types import SimpleNamespace
@@ -27,6 +25,7 @@ from bench_train_step import CORRIDOR, QuietLogger, random_batch
 from controllers import REGISTRY as mac_REGISTRY  # noqa: E402  (bench_train_step puts src/ on sys.path)
 from learners import REGISTRY as le_REGISTRY  # noqa: E402
 from main import build_config  # noqa: E402
+from machine_info import describe_machine  # noqa: E402
 
 ALGS = ["qmix", "vdn", "qatten", "qplex", "ow_qmix", "cw_qmix", "qtran", "qmix_att", "qmix_conv"]
 
@@ -60,8 +59,7 @@ def main(argv: list[str] | None = None) -> None:
         args.algs = ["qmix", *args.algs]
     print(f"command: python bench/bench_algorithms.py --episodes {args.episodes} --steps {args.steps} "
           f"--repeats {args.repeats} --warmup {args.warmup} --threads {args.threads} --algs {' '.join(args.algs)}")
-    print(f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"torch {th.__version__}, Python {platform.python_version()}")
+    print(f"machine: {describe_machine()}, torch {th.__version__}")
     print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}")
     th.set_num_threads(args.threads)
     batch = random_batch(args.episodes, args.steps)

@@ -22,7 +22,6 @@ Episode lengths are episode-length, or uniform in episode-length +- spread.
 import argparse
 import datetime
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -38,6 +37,7 @@ from components.transforms import OneHot  # noqa: E402
 from envs.null_env import NullEnv  # noqa: E402
 from run import checkpoint  # noqa: E402
 from run.run import build_scheme  # noqa: E402
+from machine_info import describe_machine  # noqa: E402
 
 GB = 1e9
 
@@ -165,8 +165,7 @@ def main(argv: list[str] | None = None) -> None:
           f"{args.episode_length} --spread {args.spread} --batch-size {args.batch_size} --batch-size-run "
           f"{args.batch_size_run} --old-rows {args.old_rows} --repeats {args.repeats} --seed {args.seed}"
           f"{' --save' if args.save else ''}")
-    print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-          f"torch {th.__version__} (1 thread)")
+    print(f"machine: {describe_machine()}, torch {th.__version__} (1 thread)")
     print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}")
 
     scheme, groups, preprocess = build_scheme(info)

@@ -21,7 +21,6 @@ is printed (the clock starts when main.py is launched).
 import argparse
 import datetime
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -30,6 +29,8 @@ import threading
 import time
 
 import psutil
+
+from machine_info import describe_machine  # bench/ is on sys.path when a benchmark runs
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKLOADS = {
@@ -143,8 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     shown = " ".join([f"--t-max {t_max}", f"--warm-steps {args.warm_steps}", f"--win {args.win}"]
                      + ([f"--repo {args.repo}"] if args.repo != REPO else []) + args.overrides)
     print(f"command: python bench/bench_e2e.py {args.workload} {shown}")
-    print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, "
-          f"{psutil.virtual_memory().total / 2**30:.0f} GiB, Python {platform.python_version()}")
+    print(f"machine: {describe_machine()}")
     print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}; repo: {repo}")
     with tempfile.TemporaryDirectory() as results:
         run_argv = WORKLOADS[args.workload] + [f"t_max={t_max}", f"local_results_path={results}", *args.overrides]

@@ -25,13 +25,14 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
+
+from machine_info import describe_machine  # bench/ is on sys.path when a benchmark runs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_MAPS = ("3m", "corridor", "27m_vs_30m")
@@ -150,8 +151,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.repeats > 1:
         command += f" --repeats {args.repeats}"
     print(f"command: {command}")
-    print(f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} CPUs, Python {platform.python_version()}")
+    print(f"machine: {describe_machine()}")
     print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}")
     other = unpack_src(args.baseline) if args.baseline else None
     not_in_baseline = baseline_lacks_smacv2(other, args.maps)

@@ -21,14 +21,13 @@ import datetime
 import glob
 import json
 import os
-import platform
 import sys
 import tempfile
 
-import psutil
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_e2e import REPO, run_workload, steady_rate, steady_window  # noqa: E402
+from machine_info import describe_machine  # noqa: E402
 
 TASK = ["--env-config=gymma", "with", "env_args.time_limit=50", "env_args.key=lbforaging:Foraging-8x8-2p-3f-v3",
         "seed=1"]
@@ -99,8 +98,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"--epymarl {args.epymarl}: no src/main.py there; give a checkout of uoe-agents/epymarl")
     print(f"command: python bench/bench_epymarl.py --epymarl {args.epymarl} --t-max {args.t_max} "
           f"--warm-steps {args.warm_steps} --algs {' '.join(args.algs)}")
-    print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, "
-          f"{psutil.virtual_memory().total / 2**30:.0f} GiB, Python {platform.python_version()}")
+    print(f"machine: {describe_machine()}")
     print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}")
     with tempfile.TemporaryDirectory() as stubs:
         os.makedirs(os.path.join(stubs, "smaclite"))

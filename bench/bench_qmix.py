@@ -11,11 +11,12 @@ time_short), the rate once start-up, buffer filling and the first tests are paid
 import argparse
 import datetime
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
+
+from machine_info import describe_machine  # bench/ is on sys.path when a benchmark runs
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAIN = os.path.join(REPO, "src", "main.py")
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     short, long = sorted(args.steps)
     print(f"command: python bench/bench_qmix.py --maps {' '.join(args.maps)} --steps {short} {long}")
-    print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
+    print(f"machine: {describe_machine()}")
     print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}")
     print(f"{'map':<12}{'t_max':>9}{'seconds':>9}{'overall steps/s':>17}{'marginal steps/s':>18}")
     for map_name in args.maps:

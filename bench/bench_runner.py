@@ -16,7 +16,6 @@ import argparse
 import datetime
 import logging
 import os
-import platform
 import sys
 import time
 from types import SimpleNamespace
@@ -32,6 +31,7 @@ from run.run import build_scheme  # noqa: E402
 from runners.parallel_runner import ParallelRunner  # noqa: E402
 from utils.logging import Logger  # noqa: E402
 from utils.threads import torch_threads  # noqa: E402
+from machine_info import describe_machine  # noqa: E402
 
 DEFAULT_CASES = ("null:corridor", "sc2:3m", "sc2:corridor")
 MODES = ("main", "workers")
@@ -125,8 +125,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"command: python bench/bench_runner.py --cases {' '.join(args.cases)} --runs {args.runs} "
           f"--batch-size-run {args.batch_size_run} --seed {args.seed} --threads {args.threads} "
           f"--acting-threads {' '.join(map(str, args.acting_threads))}")
-    print(f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} CPUs, Python {platform.python_version()}, torch {th.__version__}")
+    print(f"machine: {describe_machine()}, torch {th.__version__}")
     print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}, "
           f"load average at start {os.getloadavg()[0]:.2f}")
     print(f"{'case':<15}{'mode':<9}{'env steps':>10}{'seconds':>9}{'runner steps/s':>16}"

@@ -20,11 +20,12 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
+
+from machine_info import describe_machine  # bench/ is on sys.path when a benchmark runs
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 IMPLEMENTATIONS = {"python": "python", "compiled": None}
@@ -122,14 +123,6 @@ def run_worker(implementation: str | None, args) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--units", type=int, nargs="+", default=[6, 66])
@@ -140,12 +133,9 @@ def main() -> None:
     if args.worker:
         print(json.dumps(worker(args.units, args.repeats, args.seconds)))
         return
-    import psutil
-
     print(f"command: python {' '.join(sys.argv)}")
-    print(f"date: {datetime.datetime.now().isoformat(timespec='seconds')}; machine: {cpu_name()}, "
-          f"{psutil.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; Python {platform.python_version()}; "
-          f"protobuf {__import__('google.protobuf').protobuf.__version__}")
+    print(f"date: {datetime.datetime.now().isoformat(timespec='seconds')}; machine: {describe_machine()}, "
+          f"load {os.getloadavg()[0]:.2f}; protobuf {__import__('google.protobuf').protobuf.__version__}")
     results = {name: run_worker(impl, args) for name, impl in IMPLEMENTATIONS.items()}
     compiled_kind = results["compiled"]["implementation"]
     print(f"per observation (median of {args.repeats}); compiled = '{compiled_kind}'")

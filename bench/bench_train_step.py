@@ -19,7 +19,6 @@ The process keeps freed memory as training does (utils.allocator).
 import argparse
 import datetime
 import os
-import platform
 import statistics
 import sys
 import time
@@ -36,6 +35,7 @@ from learners import REGISTRY as le_REGISTRY  # noqa: E402
 from main import build_config  # noqa: E402
 from run.run import build_scheme  # noqa: E402
 from utils.allocator import keep_freed_memory  # noqa: E402
+from machine_info import describe_machine  # noqa: E402
 
 
 def corridor_sizes() -> dict:
@@ -135,8 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"command: python bench/bench_train_step.py --episodes {args.episodes} --steps {args.steps} "
           f"--repeats {args.repeats} --warmup {args.warmup} --threads {' '.join(map(str, args.threads))} "
           f"--variants {' '.join(args.variants)}")
-    print(f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"torch {th.__version__}, Python {platform.python_version()}")
+    print(f"machine: {describe_machine()}, torch {th.__version__}")
     print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}")
     print(f"glibc keeps freed memory: {keep_freed_memory()}")
 

@@ -13,13 +13,13 @@ processes: with the parallel runner their stepping shows as the main process wai
 import argparse
 import datetime
 import os
-import platform
 import pstats
 import subprocess
 import sys
 import tempfile
 
 from bench_e2e import REPO, WORKLOADS  # bench/ is on sys.path when this script runs
+from machine_info import describe_machine
 
 DEFAULT_ARGS = WORKLOADS["null"]  # bench_e2e's null workload: qmix on the null env with corridor's shapes
 # (label, file suffix, function name): the stages of TrainingLoop.iterate and what they call.
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     main_args = args.main_args or DEFAULT_ARGS
     print(f"command: python bench/profile_e2e.py --t-max {args.t_max}"
           f"{'' if args.repo == REPO else ' --repo ' + args.repo} --top {args.top} -- {' '.join(main_args)}")
-    print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
+    print(f"machine: {describe_machine()}; "
           f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}")
     with tempfile.TemporaryDirectory() as results:
         profile = os.path.join(results, "main.prof")

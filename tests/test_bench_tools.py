@@ -1,6 +1,7 @@
 """bench/trace_engine.py: the check that a change to the built-in simulator plays the same battles;
 scripts/fidelity.py and bench/bench_env.py on SMACv2's scenarios."""
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -126,3 +127,16 @@ def test_the_epymarl_bench_counts_test_steps_of_its_own_run_only(tmp_path):
     write_record(tmp_path / "run" / "sacred" / "1", results, {0: 1.0})  # a second record naming the same folder
     with pytest.raises(SystemExit, match="2 sacred records"):
         bench_epymarl.logged_test_steps(str(repo), results)
+
+
+# ---- the machine line of every benchmark --------------------------------------------------------------------------
+
+def test_machine_line_names_the_cpu_with_its_family_and_model(tmp_path):
+    import machine_info
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\n"
+                       "model name\t: AMD EPYC\n\nprocessor\t: 1\nmodel name\t: other\n")
+    assert machine_info.cpu_name(str(cpuinfo)) == "AMD EPYC (family 25, model 1)"
+    assert machine_info.cpu_name(str(tmp_path / "missing"))  # falls back to what platform knows
+    assert f"{os.cpu_count()} CPUs" in machine_info.describe_machine()
