@@ -24,7 +24,6 @@ import os
 import sys
 import tempfile
 
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_e2e import REPO, run_workload, steady_rate, steady_window  # noqa: E402
 from machine_info import describe_machine  # noqa: E402

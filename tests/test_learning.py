@@ -1,7 +1,7 @@
 """Learning checks: the whole stack (runner, mac, buffer, learner) must improve a policy.
 
 Each check runs `src/main.py` as a user would and reads the greedy test returns from sacred's
-info.json. The default versions fit CI (about a minute each on 2 cores); the `slow` versions
+info.json. The default versions fit CI (under a minute each on 2 cores); the `slow` versions
 (MARLKIT_FULL_TESTS=1) train longer and demand more.
 """
 import numpy as np
@@ -90,7 +90,7 @@ def test_qmix_starts_winning_3m_on_the_builtin_simulator(tmp_path, monkeypatch):
     """algs/qmix.yaml as it is (8 parallel envs, batch 128) on SMAC's 3m: within 20k steps the greedy
     policy deals at least half the damage of a perfect win (return 10 of 20) and wins some test battles.
     Measured on the engine of 86f014f (test return / win rate at 10k and 20k steps, 16 test episodes;
-    2026-12-03): seed 2 12.8 / 0.44 and 11.6 / 0.38 (each test passes alone), seed 1 10.4 / 0.31 and
+    2026-12-03): seed 2 12.8 / 0.44 and 11.6 / 0.38 (either test alone meets both thresholds), seed 1 10.4 / 0.31 and
     10.0 / 0.25 (7.2 / 0.06 at 30k), seed 3 4.3 / 0 and 8.1 / 0.12 (the seed the other tests use), so this
     test runs seed 2."""
     monkeypatch.setenv("SC2PATH", str(tmp_path / "no_game"))  # the built-in simulator even where SC2 is installed

@@ -1,5 +1,6 @@
 """The README's commands run as written, shortened with a small t_max and small buffers (besides
-t_max, only keys a command does not set itself are added), each into a temporary results folder. The
+t_max, only keys a command does not set itself are added; the sweep also runs one seed per point),
+each into a temporary results folder. The
 algorithm sections' commands run in tests/test_value_algorithms.py and tests/test_policy_algorithms.py;
 the first test here checks that no README command is left out."""
 import json
