@@ -23,6 +23,7 @@ import json
 import os
 import sys
 import tempfile
+from typing import NamedTuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_e2e import REPO, run_workload, steady_rate, steady_window  # noqa: E402
@@ -33,9 +34,16 @@ TASK = ["--env-config=gymma", "with", "env_args.time_limit=50", "env_args.key=lb
 CONFIGS = {"qmix": {"marlkit": "qmix_epymarl", "epymarl": "qmix"}, "mappo": {"marlkit": "mappo", "epymarl": "mappo"}}
 
 
-def run(repo: str, config: str, t_max: int, warm_steps: int, pythonpath: str | None = None) -> tuple:
-    """(steady env steps/s, overall env steps/s, steady rate of all env steps, training and greedy test) of
-    one run of `repo`'s main.py with `config` on the task."""
+class Rates(NamedTuple):
+    """Env steps per second of one run."""
+
+    steady: float  # training steps, between the first test after the warm-up and the last test
+    overall: float  # t_max over the whole wall-clock
+    with_tests: float  # steady, counting the greedy test episodes' steps too
+
+
+def run(repo: str, config: str, t_max: int, warm_steps: int, pythonpath: str | None = None) -> Rates:
+    """The rates of one run of `repo`'s main.py with `config` on the task."""
     saved = os.environ.get("PYTHONPATH")
     if pythonpath:
         os.environ["PYTHONPATH"] = pythonpath
@@ -50,8 +58,8 @@ def run(repo: str, config: str, t_max: int, warm_steps: int, pythonpath: str | N
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = saved
-    return (steady_rate(result["tests"], warm_steps), t_max / result["seconds"],
-            steady_rate_with_tests(result["tests"], warm_steps, test_steps))
+    return Rates(steady_rate(result["tests"], warm_steps), t_max / result["seconds"],
+                 steady_rate_with_tests(result["tests"], warm_steps, test_steps))
 
 
 def logged_test_steps(repo: str, results: str) -> dict[int, float]:
@@ -106,10 +114,11 @@ def main(argv: list[str] | None = None) -> None:
             names = CONFIGS[alg]
             ours = run(REPO, names["marlkit"], args.t_max, args.warm_steps)
             theirs = run(epymarl, names["epymarl"], args.t_max, args.warm_steps, pythonpath=stubs)
-            print(f"{alg}: marlkit --config={names['marlkit']} {ours[0]:.0f} env steps/s steady ({ours[1]:.0f} "
-                  f"overall, {ours[2]:.0f} with test steps); EPyMARL --config={names['epymarl']} {theirs[0]:.0f} "
-                  f"({theirs[1]:.0f}, {theirs[2]:.0f}); ratio {ours[0] / theirs[0]:.2f} steady, "
-                  f"{ours[1] / theirs[1]:.2f} overall, {ours[2] / theirs[2]:.2f} with test steps")
+            print(f"{alg}: marlkit --config={names['marlkit']} {ours.steady:.0f} env steps/s steady "
+                  f"({ours.overall:.0f} overall, {ours.with_tests:.0f} with test steps); EPyMARL "
+                  f"--config={names['epymarl']} {theirs.steady:.0f} ({theirs.overall:.0f}, {theirs.with_tests:.0f}); "
+                  f"ratio {ours.steady / theirs.steady:.2f} steady, {ours.overall / theirs.overall:.2f} overall, "
+                  f"{ours.with_tests / theirs.with_tests:.2f} with test steps")
 
 
 if __name__ == "__main__":
