@@ -15,6 +15,7 @@ import random
 import signal
 import sys
 import tempfile
+import traceback
 import warnings
 from os.path import abspath, dirname, join
 
@@ -24,6 +25,7 @@ import torch as th
 with warnings.catch_warnings():
     # sacred 0.8.7 imports pkg_resources, which warns that it is deprecated.
     warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)
+    from docopt import docopt
     from sacred import SETTINGS, Experiment
     from sacred.arg_parser import get_config_updates
     from sacred.observers import FileStorageObserver
@@ -40,11 +42,13 @@ from envs.starcraft.smacv2_configs import check_scenario_name, read_config_file,
 from run import checkpoint  # noqa: E402
 from run import REGISTRY as run_REGISTRY  # noqa: E402
 from run.run import unique_token  # noqa: E402
+from run.seed_batch import check_seeds, lane_record, lane_updates, run_lanes  # noqa: E402
 from runners.parallel_runner import EnvWorkerError  # noqa: E402
 from runners.runner_base import env_seeds  # noqa: E402
 from utils.config_check import UsageError, env_arg_kinds, normalise_file, normalise_overrides, range_error  # noqa: E402
-from utils.logging import get_logger  # noqa: E402
+from utils.logging import get_logger, set_thread_label  # noqa: E402
 from utils.run_index import flatten, run_kind  # noqa: E402
+from utils.stop import StopSignals  # noqa: E402
 from utils.th_utils import resolve_train_precision  # noqa: E402
 
 SRC_DIR = dirname(abspath(__file__))
@@ -112,6 +116,8 @@ def complete_config(config: dict, command_name: str, logger) -> dict:
     if config["learner"] in EPYMARL_LEARNERS and "hidden_dim" in COMMAND_LINE_KEYS \
             and "rnn_hidden_dim" not in COMMAND_LINE_KEYS:
         updates["rnn_hidden_dim"] = config["hidden_dim"]  # EPyMARL's one width for agent and critic
+    if lane_record() is not None:
+        updates["seed_batch"] = lane_record()  # this run's place in its seed batch (run/seed_batch.py)
     updates["unique_token"] = unique_token(recursive_dict_update(copy.deepcopy(config), copy.deepcopy(updates)))
     if config["env"] in STARCRAFT_ENVS and config["save_replay"]:
         updates["env_args"]["replay_prefix"] = config["env_args"].get("replay_prefix") or updates["unique_token"]
@@ -451,6 +457,7 @@ def main(argv: list) -> int:
         config = build_config(params)
         params = checked_params(params, config)
         updates = command_line_updates(params)
+        seeds = batch_seeds(config, updates)
         file_obs_path = observer_dir(config, updates)
         check_writable(file_obs_path)
     except UsageError as error:
@@ -461,15 +468,89 @@ def main(argv: list) -> int:
     # env config leaves out, a capability SMACv2's config leaves commented out), so declare it.
     ex.add_config(recursive_dict_update(config, new_entries(updates, config)))
     logger.info(f"Saving to FileStorageObserver in {file_obs_path}.")
+    if seeds is not None:
+        return run_seed_batch(params, seeds, file_obs_path, prog)
     ex.observers.append(FileStorageObserver(file_obs_path))
     try:
         ex.run_commandline(params)
     except KeyboardInterrupt as interrupt:
         # The training loop saved a final checkpoint (save_model=True) and closed the env workers.
-        signal_name = getattr(interrupt, "signal_name", "SIGINT")
-        print(f"{os.path.basename(argv[0])}: interrupted by {signal_name}", file=sys.stderr)
-        return 128 + signal.Signals[signal_name].value
+        return interrupted_exit_code(interrupt, prog)
     return 0
+
+
+def interrupted_exit_code(interrupt: KeyboardInterrupt, prog: str, label: str = "") -> int:
+    """Say which signal stopped the run and return the shell's status for it (128 + its number)."""
+    signal_name = getattr(interrupt, "signal_name", "SIGINT")
+    print(f"{prog}: {label}interrupted by {signal_name}", file=sys.stderr)
+    return 128 + signal.Signals[signal_name].value
+
+
+def batch_seeds(config: dict, updates: dict) -> list[int] | None:
+    """The seeds of a seed batch (`seeds` of the merged config and command line), or None for one run;
+    UsageError for a value or setting a batch cannot run (run/seed_batch.py's check_seeds)."""
+    try:
+        return check_seeds(recursive_dict_update(copy.deepcopy(config), copy.deepcopy(updates)))
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+
+
+def run_seed_batch(params: list, seeds: list[int], folder: str, prog: str) -> int:
+    """Run one sacred run per seed side by side in this process (run/seed_batch.py), each recorded in
+    `folder` as the run `seed=N` would be, plus its place in the batch (config key seed_batch). The
+    runs start one after the other; once one has failed before training, the rest are not started.
+    Returns the exit status: a stop signal's if one stopped the runs, else 1 if any run failed, else 0."""
+    _short_usage, _usage, internal_usage = ex.get_usage()
+    options = docopt(internal_usage, [str(token) for token in params[1:]], default_help=False)
+    command = options.get("COMMAND") or ex.default_command
+    updates, named_configs = get_config_updates(options["UPDATE"])
+    logger.info(f"{len(seeds)} runs side by side in this process, seeds {', '.join(map(str, seeds))}")
+
+    def one_run(seed: int) -> int:
+        label = f"seed {seed}"
+        set_thread_label(f"{label} | ")
+        try:
+            # Experiment.run with an observer of the run's own: an observer records one run at a time.
+            run = ex._create_run(command, recursive_dict_update(copy.deepcopy(updates), lane_updates(seed)),
+                                 named_configs, {}, {}, options)
+            run.observers = [FileStorageObserver(folder)]
+            run()
+        except KeyboardInterrupt as interrupt:
+            return interrupted_exit_code(interrupt, prog, f"{label}: ")
+        except SacredError as error:
+            print(f"{prog}: {label}: {error}", file=sys.stderr)
+            return 1
+        except Exception:
+            print(f"{prog}: {label} failed:\n{traceback.format_exc()}", file=sys.stderr)
+            return 1
+        return 0
+
+    with StopSignals():
+        statuses = run_lanes(seeds, one_run, wait=wait_for_lanes)
+    not_started = [seed for seed, status in zip(seeds, statuses) if status is None]
+    if not_started:
+        print(f"{prog}: seeds {', '.join(map(str, not_started))} not started: the run of seed "
+              f"{seeds[len(seeds) - len(not_started) - 1]} failed before training", file=sys.stderr)
+    ended = [status for status in statuses if status is not None]
+    stopped = [status for status in ended if status > 128]
+    return stopped[0] if stopped else max(ended, default=1) or (1 if not_started else 0)
+
+
+def wait_for_lanes(threads: list) -> None:
+    """Start the lanes one after the other, each once the one before has set up and started training
+    (or ended), and wait for them all; the waits are short, so that the main thread handles stop
+    signals. A run that ends with an error before training (a setting that fails at set-up would fail
+    the same way for every seed) keeps the rest from starting."""
+    for previous, thread in zip([None, *threads], threads):
+        if previous is not None:
+            while not previous.training.is_set() and previous.is_alive():
+                previous.join(timeout=0.2)
+            if not previous.training.is_set() and previous.outcome:
+                return
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(timeout=0.2)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from envs.starcraft.backend import builtin_sources_digest
 from learners import REGISTRY as le_REGISTRY
 from run import checkpoint
 from run.checkpoint import checkpoint_step  # noqa: F401  (importable from here, as before checkpoint.py)
+from run.seed_batch import batch_size_of, released
 from runners import REGISTRY as r_REGISTRY
 from utils.allocator import keep_freed_memory
 from utils.logging import Logger
@@ -233,7 +234,7 @@ def setup_learning(args: SimpleNamespace, runner, logger: Logger) -> tuple:
     # One extra step holds the final state and the action chosen in it.
     max_seq_length = env_info["episode_limit"] + 1
     check_buffer_memory(args.buffer_size, ReplayBuffer.storage_bytes(scheme, groups, preprocess), max_seq_length,
-                        buffer_device, logger)
+                        buffer_device, logger, copies=batch_size_of(vars(args)))
     if args.use_per:
         buffer = PrioritizedReplayBuffer(scheme, groups, args.buffer_size, max_seq_length, args.per_alpha,
                                          args.per_beta, args.t_max, preprocess=preprocess, device=buffer_device)
@@ -269,25 +270,28 @@ def available_memory(device: str) -> int:
 
 
 def check_buffer_memory(buffer_size: int, sizes: StorageBytes, max_seq_length: int, device: str,
-                        logger: Logger) -> None:
+                        logger: Logger, copies: int = 1) -> None:
     """Log the replay buffer's bytes per step and its size if every episode lasted max_seq_length - 1
     env steps; warn when that worst case would not fit in memory, and stop at once (ValueError)
-    when even episodes of one step would not.
+    when even episodes of one step would not. `copies`: the replay buffers of this size the process
+    will hold (one per seed of a seed batch, whose first run checks for all).
 
     Episodes are stored at their own length, so the real size lies between the two.
     """
     available = available_memory(device)
     free = available - MEMORY_HEADROOM_BYTES
-    worst = sizes.for_episodes(buffer_size, max_seq_length)
-    least = sizes.for_episodes(buffer_size, MIN_STORED_STEPS)
+    worst = sizes.for_episodes(buffer_size, max_seq_length) * copies
+    least = sizes.for_episodes(buffer_size, MIN_STORED_STEPS) * copies
+    of_seeds = f" for {copies} seeds in one process" if copies > 1 else ""
     logger.console_logger.info(f"Replay buffer: {buffer_size} episodes, {sizes.step} bytes per stored step, at most "
-                               f"{worst / 1e9:.2f} GB on {device} ({available / 1e9:.2f} GB available)")
+                               f"{worst / 1e9:.2f} GB{of_seeds} on {device} ({available / 1e9:.2f} GB available)")
     if least > free:
-        raise ValueError(f"the replay buffer needs at least {least} bytes ({least / 1e9:.2f} GB) for buffer_size="
-                         f"{buffer_size} but only {available / 1e9:.2f} GB of memory is available on {device} "
-                         f"(1 GB is kept free); lower buffer_size")
+        fix = "run fewer seeds at once (seeds=[...]) or lower buffer_size" if copies > 1 else "lower buffer_size"
+        raise ValueError(f"the replay buffer needs at least {least} bytes ({least / 1e9:.2f} GB){of_seeds} for "
+                         f"buffer_size={buffer_size} but only {available / 1e9:.2f} GB of memory is available on "
+                         f"{device} (1 GB is kept free); {fix}")
     if worst > free:
-        fitting_steps = (free // buffer_size - sizes.episode) // sizes.step - 1
+        fitting_steps = (free // (buffer_size * copies) - sizes.episode) // sizes.step - 1
         logger.console_logger.warning(f"the replay buffer may outgrow the memory: {worst / 1e9:.2f} GB if every "
                                       f"episode reaches episode_limit={max_seq_length - 1}; {buffer_size} episodes "
                                       f"fit on {device} while they average at most {fitting_steps} steps")
@@ -463,9 +467,10 @@ class TrainingLoop:
     @contextlib.contextmanager
     def timed_step(self, work: int):
         """Runs a training step under the thread tuner (`work`: its sampled steps) and logs a change of
-        the thread count."""
+        the thread count. In a seed batch the step runs without the baton (run/seed_batch.py): the body
+        must draw no random numbers."""
         chosen = self.threads.current
-        with self.threads.step(work=work):
+        with self.threads.step(work=work), released():  # other seeds of a seed batch run meanwhile
             yield
         if self.threads.current != chosen:
             self.logger.log_stat("learner_threads", self.threads.current, self.runner.t_env)

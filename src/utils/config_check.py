@@ -47,6 +47,7 @@ SMACV2_ENV_ARGS = {
 # Kinds of keys whose default does not tell (null, absent from default.yaml, or more than one kind:
 # the first that fits is taken).
 _KEY_KINDS = {"seed": int, "name": str, "accumulated_episodes": int,
+              "seeds": list, "seed_batch": dict,  # run/seed_batch.py
               "agent_own_state_size": (bool, int),  # True: from the env's state layout (Qatten), or a size
               "cg_edges": (int, list, str), "cg_utilities_hidden_dim": (int, list), "cg_payoffs_hidden_dim": (int, list),
               "cg_payoff_rank": int}  # PAC-DCG's graph: a name, a number of edges or the edges; widths

@@ -3,14 +3,17 @@
 Every stat goes to all enabled sinks at once through `Logger.log_stat`; the console only
 shows a periodic "Recent Stats" table (`print_recent_stats`).
 """
+import contextlib
 import logging
 import sys
+import threading
 from collections import defaultdict
-from typing import Any
+from typing import Any, Iterator, TextIO
 
 import numpy as np
 
-_CONSOLE_FORMAT = "[%(levelname)s %(asctime)s] %(name)s %(message)s"
+# %(lane)s: "seed N | " for the runs of a seed batch (run/seed_batch.py), empty otherwise.
+_CONSOLE_FORMAT = "[%(levelname)s %(asctime)s] %(name)s %(lane)s%(message)s"
 # Third-party loggers that flood the console at DEBUG level (GitPython runs when sacred records git info;
 # Numba logs every compilation pass when the built-in simulator compiles its loops).
 _QUIET_LOGGERS = ("git", "numba")
@@ -100,13 +103,38 @@ class Logger:
             self.use_tb = False
 
 
+_thread = threading.local()  # .stream: where this thread's records go instead of sys.stderr; .lane: its label
+
+
+@contextlib.contextmanager
+def route_log_records(stream: TextIO) -> Iterator[None]:
+    """The calling thread's log records go to `stream` in the body (a lane of a seed batch training
+    while another lane, holding sys.stderr, collects: its records stay in its own cout.txt)."""
+    previous = getattr(_thread, "stream", None)
+    _thread.stream = stream
+    try:
+        yield
+    finally:
+        _thread.stream = previous
+
+
+def set_thread_label(label: str) -> None:
+    """Prefix the calling thread's log lines with `label` (e.g. "seed 3 | ")."""
+    _thread.lane = label
+
+
 class _CurrentStderrHandler(logging.StreamHandler):
     """Writes to sys.stderr as it is at each record, so that sacred's "sys" capture (which swaps
-    sys.stderr during a run) also records the log in cout.txt."""
+    sys.stderr during a run) also records the log in cout.txt; or to where route_log_records sends
+    the calling thread's records."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.lane = getattr(_thread, "lane", "")
+        return super().filter(record)
 
     @property
     def stream(self):
-        return sys.stderr
+        return getattr(_thread, "stream", None) or sys.stderr
 
     @stream.setter
     def stream(self, _stream):

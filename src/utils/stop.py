@@ -21,27 +21,38 @@ def stop_requested() -> tuple[str, float] | None:
 
 class StopSignals:
     """Context in which the first SIGINT/SIGTERM is recorded (`received`) instead of raising, and a
-    second one raises KeyboardInterrupt; the previous handlers come back on exit."""
+    second one raises KeyboardInterrupt; the previous handlers come back on exit.
+
+    Only the main thread can set signal handlers. Entered on another thread (a lane of a seed batch,
+    run/seed_batch.py, whose main thread holds the handlers), `received` is the stop signal the
+    process received."""
 
     def __init__(self):
-        self.received = None  # name of the first signal
+        self._received = None  # name of the first signal
         self._previous = {}
+        self._installed = False
+
+    @property
+    def received(self) -> str | None:
+        return self._received if self._installed else _request["name"]
 
     def __enter__(self) -> "StopSignals":
         if threading.current_thread() is threading.main_thread():  # only there can handlers be set
             self._previous = {sig: signal.signal(sig, self._handle) for sig in SIGNALS}
+            self._installed = True
         return self
 
     def __exit__(self, *_exc) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
-        _request.update(name=None, at=None)
+        if self._installed:
+            _request.update(name=None, at=None)
 
     def _handle(self, signum: int, _frame) -> None:
-        if self.received is not None:
+        if self._received is not None:
             raise KeyboardInterrupt
-        self.received = signal.Signals(signum).name
-        _request.update(name=self.received, at=time.monotonic())
+        self._received = signal.Signals(signum).name
+        _request.update(name=self._received, at=time.monotonic())
 
 
 class StoppedWaiting(Exception):

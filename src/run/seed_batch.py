@@ -1,0 +1,187 @@
+"""Many seeds in one process (``seeds=[1,2,3,4]``): each seed is an ordinary run, played on a thread of
+its own (a *lane*), exactly as that run would be alone.
+
+Each lane runs the unchanged single-run path (sacred run, run_sequential, its own envs, replay buffer,
+networks, optimiser, logger, checkpoints) with its own seed. What makes the lanes independent is a
+baton: a lane runs only while it holds the baton, and handing the baton over swaps the process-wide
+state a run reads as if it were alone in the process:
+  - the random generators (torch's CPU generator, numpy's and python's global ones): every draw a lane
+    makes (network initialisation, exploration, minibatch sampling) comes from its own stream, in the
+    order its single run draws them;
+  - sys.stdout and sys.stderr: each lane's sacred capture (its cout.txt) sees its own output only.
+A lane gives the baton up only around its training step (TrainingLoop.timed_step, `released()`):
+the supported learners draw no random numbers there and write only to their own objects, so while
+one lane trains, another collects episodes with the baton; the training step's matmuls run outside
+Python's lock, which is where a batch of seeds gains on one run (see docs/speed.md). Everything else
+is serialised, in the order the lanes ask for the baton.
+
+Every lane trains with learner_threads=1 (recorded in its config.json): torch's thread count is one
+per process, and on some CPUs a matmul's result depends on it, so a seed of a batch equals the single
+run of the same config, learner_threads=1 included (tests/test_seed_batch.py checks every logged stat).
+"""
+import contextlib
+import functools
+import random
+import secrets
+import sys
+import threading
+from typing import Callable, Iterator
+
+import numpy as np
+import torch as th
+
+from utils.logging import route_log_records
+
+# Learners whose training step (learner.train) draws no random numbers and touches no process-wide state,
+# so that it may run beside another lane's collection.
+SUPPORTED_LEARNERS = ("nq_learner", "q_learner", "epymarl_q_learner", "ppo_learner", "epymarl_ppo_learner",
+                      "actor_critic_learner")
+SUPPORTED_CONFIGS = "qmix, vdn, iql, iql_td_lambda, qmix_att, qmix_large, the *_epymarl and *_ns Q-learners, " \
+                    "mappo, ippo, ippo_epymarl, ia2c, maa2c"
+# A batch of more seeds than this is refused: every seed keeps its own envs, buffer and networks.
+MAX_SEEDS = 64
+
+
+def check_seeds(config: dict) -> list[int] | None:
+    """The seeds of a seed-batched run (config key ``seeds``), or None for a single run; ValueError in one
+    line for a value that is not a non-empty list of distinct whole numbers in the seed range, or for a
+    setting that a batch cannot run."""
+    seeds = config.get("seeds")
+    if seeds is None:
+        return None
+    if not isinstance(seeds, (list, tuple)) or not seeds:
+        raise ValueError(f"seeds={seeds!r} must be a non-empty list of whole numbers, e.g. seeds=[1,2,3]")
+    if any(isinstance(seed, bool) or not isinstance(seed, int) for seed in seeds):
+        raise ValueError(f"seeds={list(seeds)!r} must hold whole numbers only, e.g. seeds=[1,2,3]")
+    bad = [seed for seed in seeds if not 0 <= seed < 2 ** 32]
+    if bad:
+        raise ValueError(f"seeds: {bad[0]} is outside numpy's seed range 0 .. 2**32 - 1")
+    if len(set(seeds)) != len(seeds):
+        repeated = sorted({seed for seed in seeds if list(seeds).count(seed) > 1})
+        raise ValueError(f"seeds={list(seeds)!r} repeats {', '.join(map(str, repeated))}: each seed is one run, "
+                         f"the same seed twice would be the same run twice")
+    if len(seeds) > MAX_SEEDS:
+        raise ValueError(f"seeds: {len(seeds)} seeds in one process; at most {MAX_SEEDS} (each keeps its own envs, "
+                         f"replay buffer and networks): split them over several runs")
+    if config["learner"] not in SUPPORTED_LEARNERS:
+        raise ValueError(f"seeds: learner {config['learner']} cannot train seeds side by side; the learners that "
+                         f"can: {', '.join(SUPPORTED_LEARNERS)} ({SUPPORTED_CONFIGS}); run one seed at a time "
+                         f"with seed=N, or a sweep (src/sweep.py)")
+    for key, why in (("evaluate", "evaluate each seed's checkpoint alone"),
+                     ("resume", "resume each seed's run alone (resume=True checkpoint_path=<its models folder>)")):
+        if config.get(key):
+            raise ValueError(f"seeds with {key}=True: not supported; {why}")
+    if config.get("use_cuda") and th.cuda.is_available():
+        raise ValueError("seeds with use_cuda=True on a machine with CUDA: seed batches are untested on the GPU; "
+                         "add use_cuda=False")
+    if config.get("seed") is not None:
+        raise ValueError(f"give either seed={config['seed']} (one run) or seeds=[...] (one run per seed), not both")
+    return list(seeds)
+
+
+def lane_updates(seed: int) -> dict:
+    """The config updates that make a lane the single run of `seed`: its seed, no further batch and one
+    torch thread (its config's seed_batch comes from lane_record, through main.py's config hook)."""
+    return {"seed": seed, "seeds": None, "learner_threads": 1, "tune_learner_threads": False}
+
+
+def lane_record() -> dict | None:
+    """The seed batch the calling thread's run belongs to ({id, seeds, index, size}: config key seed_batch),
+    or None outside a seed batch."""
+    thread = threading.current_thread()
+    return dict(thread.record) if isinstance(thread, LaneThread) else None
+
+
+def batch_size_of(config: dict) -> int:
+    """How many runs share this process: the size of the seed batch the run belongs to, else 1."""
+    return (config.get("seed_batch") or {}).get("size", 1)
+
+
+class Lane:
+    """One seed's run and the process-wide state it sees while it holds the baton."""
+
+    def __init__(self, label: str):
+        self.label = label
+        self.rng = None  # (torch, numpy, python) generator states; None until the lane first gives the baton up
+        self.stdout, self.stderr = sys.stdout, sys.stderr
+
+    def save(self) -> None:
+        self.rng = (th.get_rng_state(), np.random.get_state(), random.getstate())
+        self.stdout, self.stderr = sys.stdout, sys.stderr
+
+    def restore(self) -> None:
+        if self.rng is not None:
+            th.set_rng_state(self.rng[0])
+            np.random.set_state(self.rng[1])
+            random.setstate(self.rng[2])
+        sys.stdout, sys.stderr = self.stdout, self.stderr
+
+
+class Baton:
+    """Lets one lane run at a time, swapping the process-wide state at each hand-over (see the module doc)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.base_streams = (sys.stdout, sys.stderr)
+
+    @contextlib.contextmanager
+    def held(self, lane: Lane) -> Iterator[None]:
+        """The body runs holding the baton, with `lane`'s state."""
+        self._lock.acquire()
+        lane.restore()
+        try:
+            yield
+        finally:
+            lane.save()
+            sys.stdout, sys.stderr = self.base_streams
+            self._lock.release()
+
+
+@contextlib.contextmanager
+def released() -> Iterator[None]:
+    """Run the body without the baton when the current thread is a lane (a no-op in a single run): other
+    lanes run meanwhile. The body must draw no random numbers; the lane's log records go to its own
+    output (its stderr at the hand-over)."""
+    thread = threading.current_thread()
+    if not isinstance(thread, LaneThread):
+        yield
+        return
+    thread.training.set()
+    lane, baton = thread.lane, thread.baton
+    lane.save()
+    sys.stdout, sys.stderr = baton.base_streams
+    baton._lock.release()
+    try:
+        with route_log_records(lane.stderr):
+            yield
+    finally:
+        baton._lock.acquire()
+        lane.restore()
+
+
+class LaneThread(threading.Thread):
+    """Runs `body` (one seed's whole run) as a lane. `outcome`: its exit status once it has ended (None
+    before); `training` is set once it first gives the baton up for a training step (its set-up done)."""
+
+    def __init__(self, baton: Baton, lane: Lane, body: Callable[[], int], record: dict):
+        super().__init__(name=f"lane {lane.label}", daemon=True)
+        self.baton, self.lane, self.body, self.record = baton, lane, body, record
+        self.outcome = None
+        self.training = threading.Event()
+
+    def run(self) -> None:
+        th.set_num_threads(1)
+        with self.baton.held(self.lane):
+            self.outcome = self.body()
+
+
+def run_lanes(seeds: list[int], body: Callable[[int], int], wait: Callable[[list], None]) -> list[int | None]:
+    """Make `body(seed)` a lane for each seed and return their exit statuses (None for a lane never
+    started). `wait(threads)` starts them and blocks until they have ended (on the caller's main thread,
+    which keeps the signal handlers; see main.py)."""
+    baton, batch_id = Baton(), secrets.token_hex(3)
+    threads = [LaneThread(baton, Lane(f"seed {seed}"), functools.partial(body, seed),
+                          {"id": batch_id, "seeds": list(seeds), "index": index, "size": len(seeds)})
+               for index, seed in enumerate(seeds)]
+    wait(threads)
+    return [thread.outcome for thread in threads]
