@@ -469,7 +469,7 @@ def main(argv: list) -> int:
     ex.add_config(recursive_dict_update(config, new_entries(updates, config)))
     logger.info(f"Saving to FileStorageObserver in {file_obs_path}.")
     if seeds is not None:
-        return run_seed_batch(params, seeds, file_obs_path, prog)
+        return run_seed_batch(params, seeds, config, prog)
     ex.observers.append(FileStorageObserver(file_obs_path))
     try:
         ex.run_commandline(params)
@@ -495,25 +495,30 @@ def batch_seeds(config: dict, updates: dict) -> list[int] | None:
         raise UsageError(str(error)) from None
 
 
-def run_seed_batch(params: list, seeds: list[int], folder: str, prog: str) -> int:
-    """Run one sacred run per seed side by side in this process (run/seed_batch.py), each recorded in
-    `folder` as the run `seed=N` would be, plus its place in the batch (config key seed_batch). The
+def run_seed_batch(params: list, seeds: list[int], config: dict, prog: str) -> int:
+    """Run one sacred run per seed side by side in this process (run/seed_batch.py), each recorded as
+    the run `seed=N` would be, plus its place in the batch (config key seed_batch); `{seed}` in the
+    run's name becomes each run's seed (e.g. name=qmix_seed{seed}: a sacred folder per seed). The
     runs start one after the other; once one has failed before training, the rest are not started.
-    Returns the exit status: a stop signal's if one stopped the runs, else 1 if any run failed, else 0."""
+    Returns the exit status: a stop signal's if one stopped the runs, else 1 if any run failed, else 0.
+    `config`: the merged config files, before the command line's updates."""
     _short_usage, _usage, internal_usage = ex.get_usage()
     options = docopt(internal_usage, [str(token) for token in params[1:]], default_help=False)
     command = options.get("COMMAND") or ex.default_command
     updates, named_configs = get_config_updates(options["UPDATE"])
+    name = str(updates.get("name", config["name"]))
     logger.info(f"{len(seeds)} runs side by side in this process, seeds {', '.join(map(str, seeds))}")
 
     def one_run(seed: int) -> int:
         label = f"seed {seed}"
         set_thread_label(f"{label} | ")
+        run_updates = recursive_dict_update(copy.deepcopy(updates), lane_updates(seed))
+        if "{seed}" in name:
+            run_updates["name"] = name.replace("{seed}", str(seed))
         try:
             # Experiment.run with an observer of the run's own: an observer records one run at a time.
-            run = ex._create_run(command, recursive_dict_update(copy.deepcopy(updates), lane_updates(seed)),
-                                 named_configs, {}, {}, options)
-            run.observers = [FileStorageObserver(folder)]
+            run = ex._create_run(command, run_updates, named_configs, {}, {}, options)
+            run.observers = [FileStorageObserver(observer_dir(config, run_updates))]
             run()
         except KeyboardInterrupt as interrupt:
             return interrupted_exit_code(interrupt, prog, f"{label}: ")

@@ -1,0 +1,180 @@
+"""Seed batches (`seeds=[...]`, run/seed_batch.py): several seeds side by side in one process, each the
+run its seed would be alone."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from main_runs import MAIN, REPO, read_json, run_dir, run_main
+
+NAME = "qmix_env=8_adam_td_lambda"  # algs/qmix.yaml's run name
+# tests/test_same_learning.py's golden command (30 training steps of QMIX on the null env with 3m's shapes)
+# without its seed; learner_threads=1 is what every run of a seed batch trains with.
+SMALL = ["--config=qmix", "--env-config=null", "with", "env_args.map_name=3m", "t_max=6000", "batch_size=16",
+         "buffer_size=64", "learner_log_interval=1", "test_interval=2000"]
+SEEDS = [3, 1, 2]
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory) -> str:
+    """The results folder of `seeds=[3,1,2]` on the small command."""
+    results = str(tmp_path_factory.mktemp("batch"))
+    result = run_main(*SMALL, f"seeds=[{','.join(map(str, SEEDS))}]", f"local_results_path={results}", timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return results
+
+
+@pytest.fixture(scope="module")
+def singles(tmp_path_factory) -> str:
+    """The results folder of the single runs seed=3, 1, 2 (run ids 1, 2, 3) of the small command."""
+    results = str(tmp_path_factory.mktemp("singles"))
+    for seed in SEEDS:
+        result = run_main(*SMALL, f"seed={seed}", "learner_threads=1", f"local_results_path={results}", timeout=300)
+        assert result.returncode == 0, result.stderr[-3000:]
+    return results
+
+
+def runs_by_seed(results: str) -> dict:
+    """{seed: run folder} of the sacred runs under `results` (identified by the seed each recorded)."""
+    parent = os.path.dirname(run_dir(results, "3m", NAME, 1))
+    folders = [os.path.join(parent, name) for name in os.listdir(parent) if name.isdigit()]
+    return {read_json(folder, "config.json")["seed"]: folder for folder in folders}
+
+
+def test_each_seed_logs_exactly_what_its_single_run_logs(batch, singles):
+    """Every stat of info.json (losses, grad norms, Q-values, targets, returns, epsilon, test returns), at
+    the same t_env: measured equal to the last bit, so the tolerance is 0."""
+    batched, alone = runs_by_seed(batch), runs_by_seed(singles)
+    assert sorted(batched) == sorted(alone) == sorted(SEEDS)
+    for seed in SEEDS:
+        logged, expected = read_json(batched[seed], "info.json"), read_json(alone[seed], "info.json")
+        assert logged.keys() == expected.keys()
+        assert len(logged["loss_td"]) == 30 and len(logged["test_return_mean"]) >= 3
+        for key in expected:
+            assert logged[key] == expected[key], f"seed {seed}: {key}"
+    differ = [read_json(batched[seed], "info.json")["loss_td"] for seed in SEEDS]
+    assert differ[0] != differ[1] != differ[2]  # the seeds are different runs
+
+
+def test_each_seed_is_an_ordinary_run_that_records_its_batch(batch):
+    folders = runs_by_seed(batch)
+    configs = {seed: read_json(folder, "config.json") for seed, folder in folders.items()}
+    (batch_id,) = {config["seed_batch"]["id"] for config in configs.values()}
+    for index, seed in enumerate(SEEDS):
+        config = configs[seed]
+        assert config["seed_batch"] == {"id": batch_id, "seeds": SEEDS, "index": index, "size": 3}
+        assert config["seeds"] is None and config["learner_threads"] == 1
+        assert config["env_args"]["seed"] == seed
+        assert read_json(folders[seed], "run.json")["status"] == "COMPLETED"
+        output = open(os.path.join(folders[seed], "cout.txt")).read()
+        assert f"seed {seed} | Beginning training" in output
+        others = [other for other in SEEDS if other != seed]
+        assert not any(f"seed {other} |" in output for other in others)  # its own output only
+    assert len({config["unique_token"] for config in configs.values()}) == 3
+
+
+def test_single_runs_record_no_batch(singles):
+    config = read_json(runs_by_seed(singles)[1], "config.json")
+    assert config["seeds"] is None and config["seed_batch"] == {}
+
+
+@pytest.mark.parametrize("value, message", [
+    ("[]", "seeds=[] must be a non-empty list of whole numbers"),
+    ("[1,1,2]", "seeds=[1, 1, 2] repeats 1"),
+    ("[1,2.5]", "must hold whole numbers only"),
+    ("[1,-2]", "seeds: -2 is outside numpy's seed range"),
+    ("3", "seeds=3 has the wrong type: expected list"),
+])
+def test_bad_seeds_get_one_line_before_anything_starts(tmp_path, value, message):
+    result = run_main(*SMALL, f"seeds={value}", f"local_results_path={tmp_path}")
+    assert result.returncode == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (tmp_path / "sacred").exists()
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--config=coma", "--env-config=null"], "seeds: learner coma_learner cannot train seeds side by side; the "
+                                            "learners that can: nq_learner"),
+    (["--config=qmix", "--env-config=null", "seed=4"], "give either seed=4 (one run) or seeds=[...]"),
+    (["--config=qmix", "--env-config=null", "evaluate=True"], "seeds with evaluate=True: not supported"),
+])
+def test_settings_a_batch_cannot_run_are_refused(tmp_path, extra, message):
+    configs = [token for token in extra if token.startswith("--")]
+    overrides = [token for token in extra if not token.startswith("--")]
+    result = run_main(*configs, "with", "seeds=[1,2]", f"local_results_path={tmp_path}", *overrides)
+    assert result.returncode == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_a_batch_too_large_for_the_memory_stops_at_its_first_run(tmp_path):
+    result = run_main(*SMALL, "seeds=[1,2,3]", "buffer_size=100000000", f"local_results_path={tmp_path}")
+    assert result.returncode == 1
+    assert "for 3 seeds in one process" in result.stderr and "run fewer seeds at once" in result.stderr
+    assert "seeds 2, 3 not started: the run of seed 1 failed before training" in result.stderr
+
+
+def wait_until_both_train(log_path) -> None:
+    """Return once both seeds of a batch run logging to `log_path` are a second into training."""
+    deadline = time.monotonic() + 90
+    while log_path.read_text().count("Beginning training") < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_saves_every_seed(tmp_path, sig):
+    """Each seed stops at its next iteration, saves a final checkpoint and is recorded INTERRUPTED; the
+    process exits with the signal's status."""
+    log_path = tmp_path / "output.txt"
+    argv = [sys.executable, MAIN, "--config=qmix", "--env-config=null", "with", "env_args.map_name=3m",
+            "seeds=[1,2]", "t_max=10000000", "batch_size=8", "buffer_size=16", "test_interval=100000",
+            "save_model=True", "save_model_interval=100000000", f"local_results_path={tmp_path}"]
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(argv, cwd=REPO, env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=log,
+                                stderr=subprocess.STDOUT)
+    try:
+        wait_until_both_train(log_path)
+        proc.send_signal(sig)
+        assert proc.wait(timeout=60) == 128 + sig
+    finally:
+        proc.kill()
+    output = log_path.read_text()
+    for seed, folder in runs_by_seed(str(tmp_path)).items():
+        assert read_json(folder, "run.json")["status"] == "INTERRUPTED"
+        token = read_json(folder, "config.json")["unique_token"]
+        steps = sorted(int(step) for step in os.listdir(tmp_path / "models" / token))
+        assert len(steps) == 2  # the first save and the final one at the stop
+        assert (tmp_path / "models" / token / str(steps[1]) / "training_state.pt").exists()
+        assert f"seed {seed} | {sig.name} received: stopping at t_env {steps[1]}" in output
+        assert f"main.py: seed {seed}: interrupted by {sig.name}" in output
+
+
+def test_a_killed_env_worker_of_one_seed_is_restarted_and_every_seed_completes(tmp_path):
+    """Env workers belong to their seed's runner: one killed worker is restarted (its episode batch played
+    again) as in a single run, and both seeds' runs complete with their records."""
+    log_path = tmp_path / "output.txt"
+    argv = [sys.executable, MAIN, "--config=qmix", "--env-config=null", "with", "env_args.map_name=3m",
+            "seeds=[1,2]", "t_max=6000", "batch_size_run=2", "env_processes=workers", "batch_size=8",
+            "buffer_size=16", "test_interval=100000", f"local_results_path={tmp_path}"]
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(argv, cwd=REPO, env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=log,
+                                stderr=subprocess.STDOUT)
+    try:
+        wait_until_both_train(log_path)
+        forkserver = next(child for child in psutil.Process(proc.pid).children()
+                          if "forkserver" in " ".join(child.cmdline()))
+        workers = forkserver.children()
+        assert len(workers) == 4  # two envs per seed
+        workers[0].kill()
+        assert proc.wait(timeout=120) == 0
+    finally:
+        proc.kill()
+    output = log_path.read_text()
+    assert output.count("exited unexpectedly") == 1 and "restarted it with seed" in output
+    for seed, folder in runs_by_seed(str(tmp_path)).items():
+        assert read_json(folder, "run.json")["status"] == "COMPLETED"
+        assert read_json(folder, "info.json")["loss_td"]
