@@ -10,6 +10,7 @@ is taken relative to the repository root, as PyMARL2 does for its results folder
 """
 import collections.abc
 import copy
+import functools
 import os
 import random
 import signal
@@ -18,6 +19,7 @@ import tempfile
 import traceback
 import warnings
 from os.path import abspath, dirname, join
+from typing import NamedTuple
 
 import numpy as np
 import torch as th
@@ -42,7 +44,7 @@ from envs.starcraft.smacv2_configs import check_scenario_name, read_config_file,
 from run import checkpoint  # noqa: E402
 from run import REGISTRY as run_REGISTRY  # noqa: E402
 from run.run import unique_token  # noqa: E402
-from run.seed_batch import check_seeds, lane_record, lane_updates, run_lanes  # noqa: E402
+from run.seed_batch import batch_checkpoints, check_seeds, lane_record, lane_updates, run_lanes  # noqa: E402
 from runners.parallel_runner import EnvWorkerError  # noqa: E402
 from runners.runner_base import env_seeds  # noqa: E402
 from utils.config_check import UsageError, env_arg_kinds, normalise_file, normalise_overrides, range_error  # noqa: E402
@@ -486,59 +488,89 @@ def interrupted_exit_code(interrupt: KeyboardInterrupt, prog: str, label: str = 
     return 128 + signal.Signals[signal_name].value
 
 
-def batch_seeds(config: dict, updates: dict) -> list[int] | None:
-    """The seeds of a seed batch (`seeds` of the merged config and command line), or None for one run;
-    UsageError for a value or setting a batch cannot run (run/seed_batch.py's check_seeds)."""
+def batch_seeds(config: dict, updates: dict) -> dict[int, str | None] | None:
+    """{seed: the models folder it resumes, or None} of a seed batch (`seeds` of the merged config and
+    command line), or None for one run; UsageError for a value or setting a batch cannot run
+    (run/seed_batch.py's check_seeds), or runs of a batch to resume that are not found."""
+    merged = recursive_dict_update(copy.deepcopy(config), copy.deepcopy(updates))
     try:
-        return check_seeds(recursive_dict_update(copy.deepcopy(config), copy.deepcopy(updates)))
+        seeds = check_seeds(merged)
+        if seeds is None or not merged.get("resume"):
+            return None if seeds is None else dict.fromkeys(seeds)
+        if not merged["checkpoint_path"]:
+            raise ValueError("seeds with resume=True needs checkpoint_path=<local_results_path>/models/<unique_token> "
+                             "of any one run of the batch")
+        return batch_checkpoints(merged["checkpoint_path"], seeds)
     except ValueError as error:
         raise UsageError(str(error)) from None
 
 
-def run_seed_batch(params: list, seeds: list[int], config: dict, prog: str) -> int:
+class SeedBatch(NamedTuple):
+    """What each run of a seed batch is started with: sacred's command, the command line's updates and
+    options, the merged config files (`config`), the runs' name (`{seed}` in it becomes each run's seed),
+    each seed's models folder to resume (or None) and the program's name for messages."""
+    command: str
+    updates: dict
+    named_configs: list
+    options: dict
+    config: dict
+    name: str
+    checkpoints: dict
+    prog: str
+
+
+def run_seed_batch(params: list, seeds: dict[int, str | None], config: dict, prog: str) -> int:
     """Run one sacred run per seed side by side in this process (run/seed_batch.py), each recorded as
-    the run `seed=N` would be, plus its place in the batch (config key seed_batch); `{seed}` in the
-    run's name becomes each run's seed (e.g. name=qmix_seed{seed}: a sacred folder per seed). The
-    runs start one after the other; once one has failed before training, the rest are not started.
-    Returns the exit status: a stop signal's if one stopped the runs, else 1 if any run failed, else 0.
-    `config`: the merged config files, before the command line's updates."""
+    the run `seed=N` would be, plus its place in the batch (config key seed_batch). `seeds` maps each
+    seed to the models folder it resumes (resume=True), else None; `config`: the merged config files,
+    before the command line's updates. The runs start one after the other; once one has failed before
+    training, the rest are not started."""
     _short_usage, _usage, internal_usage = ex.get_usage()
     options = docopt(internal_usage, [str(token) for token in params[1:]], default_help=False)
-    command = options.get("COMMAND") or ex.default_command
     updates, named_configs = get_config_updates(options["UPDATE"])
-    name = str(updates.get("name", config["name"]))
+    batch = SeedBatch(options.get("COMMAND") or ex.default_command, updates, named_configs, options, config,
+                      str(updates.get("name", config["name"])), seeds, prog)
     logger.info(f"{len(seeds)} runs side by side in this process, seeds {', '.join(map(str, seeds))}")
-
-    def one_run(seed: int) -> int:
-        label = f"seed {seed}"
-        set_thread_label(f"{label} | ")
-        run_updates = recursive_dict_update(copy.deepcopy(updates), lane_updates(seed))
-        if "{seed}" in name:
-            run_updates["name"] = name.replace("{seed}", str(seed))
-        try:
-            # Experiment.run with an observer of the run's own: an observer records one run at a time.
-            run = ex._create_run(command, run_updates, named_configs, {}, {}, options)
-            run.observers = [FileStorageObserver(observer_dir(config, run_updates))]
-            run()
-        except KeyboardInterrupt as interrupt:
-            return interrupted_exit_code(interrupt, prog, f"{label}: ")
-        except SacredError as error:
-            print(f"{prog}: {label}: {error}", file=sys.stderr)
-            return 1
-        except Exception:
-            print(f"{prog}: {label} failed:\n{traceback.format_exc()}", file=sys.stderr)
-            return 1
-        return 0
-
     with StopSignals():
-        statuses = run_lanes(seeds, one_run, wait=wait_for_lanes)
+        statuses = run_lanes(list(seeds), functools.partial(run_one_seed, batch), wait=wait_for_lanes)
+    return batch_exit_status(list(seeds), statuses, prog)
+
+
+def run_one_seed(batch: SeedBatch, seed: int) -> int:
+    """One run of a seed batch, on its lane: a sacred run with an observer of its own (an observer
+    records one run at a time); returns its exit status, having said in one line why it is not 0."""
+    label = f"seed {seed}"
+    set_thread_label(f"{label} | ")
+    updates = recursive_dict_update(copy.deepcopy(batch.updates), lane_updates(seed, batch.checkpoints[seed]))
+    if "{seed}" in batch.name:
+        updates["name"] = batch.name.replace("{seed}", str(seed))
+    try:
+        run = ex._create_run(batch.command, updates, batch.named_configs, {}, {}, batch.options)
+        run.observers = [FileStorageObserver(observer_dir(batch.config, updates))]
+        run()
+    except KeyboardInterrupt as interrupt:
+        return interrupted_exit_code(interrupt, batch.prog, f"{label}: ")
+    except SacredError as error:
+        print(f"{batch.prog}: {label}: {error}", file=sys.stderr)
+        return 1
+    except Exception:
+        print(f"{batch.prog}: {label} failed:\n{traceback.format_exc()}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def batch_exit_status(seeds: list[int], statuses: list[int | None], prog: str) -> int:
+    """A stop signal's status if one stopped the runs, else 1 if any failed or was not started, else 0
+    (`statuses`: each seed's, None for one never started, which is said in one line)."""
     not_started = [seed for seed, status in zip(seeds, statuses) if status is None]
     if not_started:
         print(f"{prog}: seeds {', '.join(map(str, not_started))} not started: the run of seed "
               f"{seeds[len(seeds) - len(not_started) - 1]} failed before training", file=sys.stderr)
     ended = [status for status in statuses if status is not None]
     stopped = [status for status in ended if status > 128]
-    return stopped[0] if stopped else max(ended, default=1) or (1 if not_started else 0)
+    if stopped:
+        return stopped[0]
+    return 1 if not_started or any(ended) else 0
 
 
 def wait_for_lanes(threads: list) -> None:

@@ -11,6 +11,10 @@ with one part per grid key, `<alias><value>` for the common keys in ALIASES (`qm
 and `<key>=<value>` for the others (`qmix_env_args.reward_time=-0.1_seed0`); characters other
 than letters, digits and `._+-=` become `-`.
 
+With `--batch-seeds` the seeds of a point run side by side in one main.py process (`seeds=[...]
+name=<prefix>_<part>..._seed{seed}`, README "Seeds"): the same runs, recorded, named and found again
+as without it; a run that resumes its checkpoint goes alone.
+
 Ctrl-C or SIGTERM stops the sweep and its runs (SIGTERM: main.py saves a checkpoint and sacred
 records INTERRUPTED). Running the same command again continues the sweep: a run whose sacred run.json says COMPLETED
 (with the sweep's config) is skipped; an interrupted one (INTERRUPTED/FAILED, or RUNNING without
@@ -99,6 +103,17 @@ class SweepRun:
     started: float = field(default=0.0, repr=False)
 
 
+@dataclass
+class Job:
+    """One main.py process of a sweep: one run, or with --batch-seeds the fresh runs of one point as a
+    seed batch (`seeds=[...]`). `name` keys it in the executors; its log is every run's log."""
+    name: str
+    runs: list
+    argv: list
+    log: str
+    action: str
+
+
 def split_values(text: str) -> list:
     """Split `a,b,[1,2]` at the commas outside brackets."""
     values, depth, current = [], 0, ""
@@ -143,7 +158,7 @@ def value_text(value: Any) -> str:
     return safe(str(value))
 
 
-def run_name(prefix: str, point: dict, seed: int) -> str:
+def run_name(prefix: str, point: dict, seed: int | str) -> str:
     """`<prefix>_<alias><value>..._seed<seed>`, e.g. qmix_eps50000_seed3 (see the module docstring)."""
     parts = [f"{ALIASES[key]}{value_text(value)}" if key in ALIASES else f"{safe(key)}={value_text(value)}"
              for key, value in point.items()]
@@ -197,7 +212,8 @@ class Sweep:
         self.results = results_path(self.config["local_results_path"])
         self.fixed = self.sweep_settings(updates)
         seeds = list(range(options.first_seed, options.first_seed + options.seeds))
-        self.runs = expand(self.grid, seeds, options.prefix or self.main_option("--config"))
+        self.prefix = options.prefix or self.main_option("--config")
+        self.runs = expand(self.grid, seeds, self.prefix)
         self.name = options.name or self.default_name()
         self.manifest_path = os.path.join(self.results, "sweeps", f"{self.name}.json")
         self.log_dir = os.path.join(self.results, "sweeps", self.name)
@@ -245,6 +261,37 @@ class Sweep:
         overrides.append(as_override("local_results_path", self.results))
         if checkpoint:
             overrides += [as_override("checkpoint_path", checkpoint), "resume=True"]
+        return [*self.main_args, "with", *overrides]
+
+    def jobs(self, todo: list) -> list:
+        """The main.py processes that run `todo`: one per run, except with --batch-seeds, where the runs of
+        one point that start from t_env 0 (start, restart) go into one seed batch; a run that resumes
+        its checkpoint goes alone (a seed batch does not resume)."""
+        jobs, batches = [], {}
+        for run in todo:
+            if self.options.batch_seeds and run.action in ("start", "restart"):
+                batches.setdefault(json.dumps(run.point, sort_keys=True), []).append(run)
+            else:
+                checkpoint = run.checkpoint if run.action == "resume" else ""
+                jobs.append(Job(run.name, [run], self.argv(run, checkpoint),
+                                os.path.join(self.log_dir, f"{run.name}.log"), run.action))
+        for runs in batches.values():
+            if len(runs) == 1:
+                jobs.append(Job(runs[0].name, runs, self.argv(runs[0]),
+                                os.path.join(self.log_dir, f"{runs[0].name}.log"), runs[0].action))
+                continue
+            name = run_name(self.prefix, runs[0].point, "-".join(str(run.seed) for run in runs))
+            action = "restart" if any(run.action == "restart" for run in runs) else "start"
+            jobs.append(Job(name, runs, self.batch_argv(runs), os.path.join(self.log_dir, f"{name}.log"), action))
+        return jobs
+
+    def batch_argv(self, runs: list) -> list:
+        """main.py's arguments for `runs` (one point's) as one seed batch: each run named as alone."""
+        identity = {key: value for key, value in self.identity(runs[0]).items() if key not in ("seed", "name")}
+        overrides = [as_override(key, value) for key, value in identity.items()]
+        overrides += [as_override("seeds", [run.seed for run in runs]),
+                      as_override("name", run_name(self.prefix, runs[0].point, "{seed}")),
+                      as_override("local_results_path", self.results)]
         return [*self.main_args, "with", *overrides]
 
     def classify(self, run: SweepRun) -> str:
@@ -419,11 +466,11 @@ def merge_shipped(archive: bytes, results: str) -> list:
         return new_runs
 
 
-def open_run_log(run: SweepRun, argv: list):
-    """The run's log opened for appending, after a line that says which attempt the next lines are: a
+def open_run_log(job: Job):
+    """The job's log opened for appending, after a line that says which attempt the next lines are: a
     resumed or restarted run adds to the log of its earlier attempts."""
-    log = open(run.log, "a")
-    log.write(f"\n=== {now_iso()} sweep {run.action}: main.py {' '.join(argv)}\n")
+    log = open(job.log, "a")
+    log.write(f"\n=== {now_iso()} sweep {job.action}: main.py {' '.join(job.argv)}\n")
     log.flush()
     return log
 
@@ -435,16 +482,16 @@ class LocalExecutor:
         self.threads = threads
         self.procs = {}  # run name -> (Popen, log file)
 
-    def start(self, run: SweepRun, argv: list) -> None:
+    def start(self, job: Job) -> None:
         env = dict(os.environ, OMP_NUM_THREADS=str(self.threads), MKL_NUM_THREADS=str(self.threads))
-        log = open_run_log(run, argv)
+        log = open_run_log(job)
         # A session of its own: a Ctrl-C in the terminal reaches only the sweep, which then sends each
         # run one SIGTERM (a second signal would make main.py stop without its final checkpoint).
-        self.procs[run.name] = (subprocess.Popen([sys.executable, MAIN_PY, *argv], cwd=REPO_DIR, env=env,
+        self.procs[job.name] = (subprocess.Popen([sys.executable, MAIN_PY, *job.argv], cwd=REPO_DIR, env=env,
                                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True), log)
 
     def finished(self) -> list:
-        """(run name, returncode) of the runs that ended since the last call."""
+        """(job name, returncode) of the jobs that ended since the last call."""
         done = []
         for name, (proc, log) in list(self.procs.items()):
             if proc.poll() is not None:
@@ -488,12 +535,12 @@ class RayExecutor:
                 raise SweepError(f"cannot reach a Ray cluster at '{address}' ({' '.join(str(error).split())}); "
                                  f"start one with `ray start --head`, or use --ray local") from None
         self.task = ray.remote(num_cpus=1, max_retries=0)(execute_main)
-        self.refs = {}  # ObjectRef -> run
+        self.refs = {}  # ObjectRef -> Job
 
-    def start(self, run: SweepRun, argv: list) -> None:
-        open_run_log(run, argv).close()
+    def start(self, job: Job) -> None:
+        open_run_log(job).close()
         main_py = os.path.join("src", "main.py") if self.ship else MAIN_PY  # ship: relative to the working_dir
-        self.refs[self.task.remote(argv, main_py, self.threads, self.ship)] = run
+        self.refs[self.task.remote(job.argv, main_py, self.threads, self.ship)] = job
 
     def finished(self) -> list:
         if not self.refs:
@@ -501,16 +548,16 @@ class RayExecutor:
         ready, _ = self.ray.wait(list(self.refs), num_returns=len(self.refs), timeout=0)
         done = []
         for ref in ready:
-            run = self.refs.pop(ref)
+            job = self.refs.pop(ref)
             try:
                 result = self.ray.get(ref)
             except self.ray.exceptions.RayError as error:
                 result = {"returncode": -1, "log": f"Ray task failed: {error}", "archive": b""}
-            with open(run.log, "a") as f:
+            with open(job.log, "a") as f:
                 f.write(result["log"])
             if result["archive"]:
                 merge_shipped(result["archive"], self.results)
-            done.append((run.name, result["returncode"]))
+            done.append((job.name, result["returncode"]))
         return done
 
     def stop(self) -> None:
@@ -610,17 +657,22 @@ def run_sweep(sweep: Sweep, executor_factory: Callable, max_parallel: int, echo:
         return end_attempt(sweep, attempt, exit_code(sweep))
     executor = executor_factory()
     progress = Progress(len(sweep.runs), max_parallel)
-    by_name = {run.name: run for run in sweep.runs}
-    pending = list(todo)
+    pending = sweep.jobs(todo)
+    by_name = {job.name: job for job in pending}
+    running = set()  # names of the jobs started and not ended
     last_echo = time.time()
     try:
-        while pending or any(run.state == "running" for run in sweep.runs):
+        while pending or running:
             changed = False
-            while pending and sum(run.state == "running" for run in sweep.runs) < max_parallel:
-                launch(sweep, executor, pending.pop(0), echo)
+            while pending and len(running) < max_parallel:
+                job = pending.pop(0)
+                launch(executor, job, echo)
+                running.add(job.name)
                 changed = True
             for name, returncode in executor.finished():
-                finish(sweep, by_name[name], returncode, progress, echo)
+                running.discard(name)
+                for run in by_name[name].runs:
+                    finish(sweep, run, returncode, progress, echo)
                 changed = True
             if changed:
                 sweep.write_manifest()
@@ -658,13 +710,14 @@ def end_attempt(sweep: Sweep, attempt: dict, code: int) -> int:
     return code
 
 
-def launch(sweep: Sweep, executor, run: SweepRun, echo: Callable) -> None:
-    checkpoint = run.checkpoint if run.action == "resume" else ""
-    run.log = os.path.join(sweep.log_dir, f"{run.name}.log")
-    run.state, run.started = "running", time.time()
-    executor.start(run, sweep.argv(run, checkpoint))
-    how = f"resuming from {checkpoint}" if checkpoint else ("starting again" if run.action == "restart" else "starting")
-    echo(f"[sweep] {how}: {run.name}")
+def launch(executor, job: Job, echo: Callable) -> None:
+    for run in job.runs:
+        run.log, run.state, run.started = job.log, "running", time.time()
+    executor.start(job)
+    checkpoint = job.runs[0].checkpoint if job.action == "resume" else ""
+    how = f"resuming from {checkpoint}" if checkpoint else ("starting again" if job.action == "restart" else "starting")
+    names = ", ".join(run.name for run in job.runs)
+    echo(f"[sweep] {how}: {names}" + (" (one process, seeds side by side)" if len(job.runs) > 1 else ""))
 
 
 def finish(sweep: Sweep, run: SweepRun, returncode: int, progress: Progress, echo: Callable) -> None:
@@ -699,7 +752,10 @@ def parse_command_line(argv: list) -> tuple:
     parser.add_argument("--seeds", type=positive_int, default=1, help="seeds per point (default 1)")
     parser.add_argument("--first-seed", type=int, default=0, help="seeds are FIRST_SEED .. FIRST_SEED+SEEDS-1")
     parser.add_argument("--max-parallel", type=positive_int, default=os.cpu_count() or 1,
-                        help="runs at once (default: the number of CPUs)")
+                        help="main.py processes at once (default: the number of CPUs)")
+    parser.add_argument("--batch-seeds", action="store_true",
+                        help="run each point's seeds side by side in one main.py process (seeds=[...]; README "
+                             "\"Seeds\"); a run that resumes its checkpoint still goes alone")
     parser.add_argument("--name", help="sweep name for the manifest (default <prefix>_<map or env>_<keys>)")
     parser.add_argument("--prefix", help="run name prefix (default: the --config name)")
     parser.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster at ADDRESS ('local': start one here)")

@@ -47,8 +47,8 @@ def readme_commands(heading: str, program: str = "src/main.py") -> list:
 
 # The README sections whose first bash block a test runs, command by command.
 RUN_SECTIONS = ("# marlkit", "## Quick start", "### Value-based algorithms", "### Policy-based algorithms",
-                "### Gymnasium and PettingZoo tasks", "## SMACv2 without StarCraft II", "## Sweeps and plots",
-                "## Long runs")
+                "### Gymnasium and PettingZoo tasks", "## SMACv2 without StarCraft II", "## Seeds",
+                "## Sweeps and plots", "## Long runs")
 
 
 def test_every_readme_command_is_run_by_a_test():
@@ -135,6 +135,20 @@ def test_every_smacv2_command_runs(tmp_path):
         # The engine is in the run's name; the simulator's digest in its log.
         assert f"_{backend}__" in config["unique_token"] and "test_battle_won_mean" in proc.stderr
         assert backend == "sc2" or "SMAC engine: builtin, sources sha256" in proc.stderr
+
+
+def test_the_seeds_command_runs_one_recorded_run_per_seed(tmp_path):
+    (command,) = readme_commands("## Seeds")
+    proc = run_main(*shortened(command, str(tmp_path), ""), timeout=300)
+    assert proc.returncode == 0, f"{command}\n{proc.stderr[-3000:]}"
+    configs = []
+    for root, _, files in os.walk(tmp_path / "sacred"):
+        if "config.json" in files:
+            with open(os.path.join(root, "config.json")) as f:
+                configs.append(json.load(f))
+    assert sorted(config["seed"] for config in configs) == [1, 2, 3, 4]
+    assert {config["seed_batch"]["size"] for config in configs} == {4}
+    assert proc.stderr.count("Completed after") == 4
 
 
 def test_the_headline_command_runs_and_the_long_runs_command_resumes_it(tmp_path):

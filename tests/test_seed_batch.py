@@ -1,6 +1,7 @@
 """Seed batches (`seeds=[...]`, run/seed_batch.py): several seeds side by side in one process, each the
 run its seed would be alone."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -9,7 +10,9 @@ import time
 import psutil
 import pytest
 
+from main import build_config
 from main_runs import MAIN, REPO, read_json, run_dir, run_main
+from run.seed_batch import check_seeds
 
 NAME = "qmix_env=8_adam_td_lambda"  # algs/qmix.yaml's run name
 # tests/test_same_learning.py's golden command (30 training steps of QMIX on the null env with 3m's shapes)
@@ -38,11 +41,15 @@ def singles(tmp_path_factory) -> str:
     return results
 
 
+def run_folders(results: str) -> list:
+    """Every sacred run folder of the small command's name under `results`."""
+    parent = os.path.dirname(run_dir(results, "3m", NAME, 1))
+    return [os.path.join(parent, name) for name in os.listdir(parent) if name.isdigit()]
+
+
 def runs_by_seed(results: str) -> dict:
     """{seed: run folder} of the sacred runs under `results` (identified by the seed each recorded)."""
-    parent = os.path.dirname(run_dir(results, "3m", NAME, 1))
-    folders = [os.path.join(parent, name) for name in os.listdir(parent) if name.isdigit()]
-    return {read_json(folder, "config.json")["seed"]: folder for folder in folders}
+    return {read_json(folder, "config.json")["seed"]: folder for folder in run_folders(results)}
 
 
 def test_each_seed_logs_exactly_what_its_single_run_logs(batch, singles):
@@ -82,32 +89,40 @@ def test_single_runs_record_no_batch(singles):
     assert config["seeds"] is None and config["seed_batch"] == {}
 
 
+BASE = build_config(["main.py", "--config=qmix", "--env-config=null"])
+
+
 @pytest.mark.parametrize("value, message", [
-    ("[]", "seeds=[] must be a non-empty list of whole numbers"),
-    ("[1,1,2]", "seeds=[1, 1, 2] repeats 1"),
-    ("[1,2.5]", "must hold whole numbers only"),
-    ("[1,-2]", "seeds: -2 is outside numpy's seed range"),
-    ("3", "seeds=3 has the wrong type: expected list"),
+    ([], "seeds=[] must be a non-empty list of whole numbers"),
+    ([1, 1, 2], "seeds=[1, 1, 2] repeats 1"),
+    ([1, 2.5], "must hold whole numbers only"),
+    ([1, True], "must hold whole numbers only"),
+    ([1, -2], "seeds: -2 is outside numpy's seed range"),
+    (list(range(65)), "at most 64"),
 ])
-def test_bad_seeds_get_one_line_before_anything_starts(tmp_path, value, message):
-    result = run_main(*SMALL, f"seeds={value}", f"local_results_path={tmp_path}")
-    assert result.returncode == 2
-    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert not (tmp_path / "sacred").exists()
+def test_bad_seeds_are_refused_in_one_line(value, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        check_seeds({**BASE, "seeds": value})
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["--config=coma", "--env-config=null"], "seeds: learner coma_learner cannot train seeds side by side; the "
-                                            "learners that can: nq_learner"),
-    (["--config=qmix", "--env-config=null", "seed=4"], "give either seed=4 (one run) or seeds=[...]"),
-    (["--config=qmix", "--env-config=null", "evaluate=True"], "seeds with evaluate=True: not supported"),
+@pytest.mark.parametrize("settings, message", [
+    ({"learner": "coma_learner"}, "seeds: learner coma_learner cannot train seeds side by side; the learners "
+                                  "that can: nq_learner"),
+    ({"seed": 4}, "give either seed=4 (one run) or seeds=[...]"),
+    ({"evaluate": True}, "seeds with evaluate=True: not supported"),
+    ({"resume": True, "load_step": 500}, "load_step=500 picks one of a single run"),
 ])
-def test_settings_a_batch_cannot_run_are_refused(tmp_path, extra, message):
-    configs = [token for token in extra if token.startswith("--")]
-    overrides = [token for token in extra if not token.startswith("--")]
-    result = run_main(*configs, "with", "seeds=[1,2]", f"local_results_path={tmp_path}", *overrides)
-    assert result.returncode == 2
-    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+def test_settings_a_batch_cannot_run_are_refused(settings, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        check_seeds({**BASE, "seeds": [1, 2], **settings})
+
+
+def test_a_refused_batch_is_one_line_exit_2_and_leaves_nothing(tmp_path):
+    for value, message in (("[1,1]", "seeds=[1, 1] repeats 1"), ("3", "seeds=3 has the wrong type: expected list")):
+        result = run_main(*SMALL, f"seeds={value}", f"local_results_path={tmp_path}")
+        assert result.returncode == 2
+        assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert not (tmp_path / "sacred").exists()
 
 
 def test_a_batch_too_large_for_the_memory_stops_at_its_first_run(tmp_path):
@@ -151,6 +166,24 @@ def test_a_stop_signal_saves_every_seed(tmp_path, sig):
         assert (tmp_path / "models" / token / str(steps[1]) / "training_state.pt").exists()
         assert f"seed {seed} | {sig.name} received: stopping at t_env {steps[1]}" in output
         assert f"main.py: seed {seed}: interrupted by {sig.name}" in output
+    if sig == signal.SIGINT:
+        resume_the_batch(tmp_path)
+
+
+def resume_the_batch(results) -> None:
+    """`seeds=[1,2] resume=True checkpoint_path=<models folder of seed 2>` resumes both seeds, each in its
+    own unique_token, from its final checkpoint."""
+    stopped = {seed: read_json(folder, "config.json")["unique_token"] for seed, folder in runs_by_seed(str(results)).items()}
+    t_max = max(max(int(step) for step in os.listdir(results / "models" / token)) for token in stopped.values()) + 400
+    result = run_main("--config=qmix", "--env-config=null", "with", "env_args.map_name=3m", "seeds=[1,2]",
+                      "resume=True", f"checkpoint_path={results / 'models' / stopped[2]}", f"t_max={t_max}",
+                      "batch_size=8", "buffer_size=16", "test_interval=100000", "save_model=True",
+                      "save_model_interval=100000000", f"local_results_path={results}", timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for seed, token in stopped.items():
+        assert f"seed {seed} | Resuming from {results / 'models' / token}" in result.stderr
+    resumed = [folder for folder in run_folders(str(results)) if read_json(folder, "run.json")["status"] == "COMPLETED"]
+    assert sorted(read_json(folder, "config.json")["unique_token"] for folder in resumed) == sorted(stopped.values())
 
 
 def test_a_killed_env_worker_of_one_seed_is_restarted_and_every_seed_completes(tmp_path):

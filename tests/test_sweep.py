@@ -101,6 +101,28 @@ def test_sweep_runs_every_point_and_seed_as_a_main_run(local_sweep):
     assert "done 4/4" in stdout and "left 0" in stdout
 
 
+def test_batch_seeds_runs_each_points_seeds_in_one_process_as_the_same_runs(tmp_path):
+    """--batch-seeds: one main.py per point (seeds=[0,1]), whose runs are recorded, named and found again
+    exactly as the runs of a sweep without it."""
+    results = str(tmp_path)
+    proc = run_sweep(results, *GRID, "--batch-seeds", "--max-parallel", "2")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert sacred_runs(results) == [os.path.join(name, "1") for name in sorted(NAMES)]
+    batch_ids = set()
+    for name in NAMES:
+        folder = os.path.join(results, "sacred", GROUP, name, "1")
+        config = read_json(folder, "config.json")
+        assert (config["name"], config["seed"]) == (name, int(name[-1]))
+        assert config["seed_batch"]["seeds"] == [0, 1] and config["seed_batch"]["index"] == int(name[-1])
+        batch_ids.add(config["seed_batch"]["id"])
+        assert read_json(folder, "run.json")["status"] == "COMPLETED"
+    assert len(batch_ids) == 2  # one process per point
+    assert "starting: qmix_eps20_seed0, qmix_eps20_seed1 (one process, seeds side by side)" in proc.stdout
+    assert all(run["state"] == "completed" for run in manifest(results)["runs"])
+    again = run_sweep(results, *GRID, "--batch-seeds", "--max-parallel", "2")
+    assert again.returncode == 0 and "0 to run" in again.stdout
+
+
 def test_plot_data_of_the_sweep_match_the_logged_values(local_sweep):
     results, _ = local_sweep
     runs = plot.load_runs([os.path.join(results, "sacred", GROUP)], "return_mean")

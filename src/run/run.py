@@ -515,7 +515,8 @@ class TrainingLoop:
                 "last_test_t": self.last_test_t, "last_log_t": self.last_log_t, "model_save_t": self.model_save_t,
                 "runner": self.runner.state_dict(), "learner": self.learner.state_dict(),
                 "train_precision": self.args.train_precision, "simulator": simulator_of(self.args),
-                "rng": checkpoint.rng_states(), "sacred_info": self.logger.sacred_info_copy()}
+                "rng": checkpoint.rng_states(), "sacred_info": self.logger.sacred_info_copy(),
+                "seed": getattr(self.args, "seed", None), "seed_batch": getattr(self.args, "seed_batch", {})}
 
     def resume(self, point) -> None:
         """Load a checkpoint written by save_models and carry on exactly where it was taken."""

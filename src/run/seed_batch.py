@@ -21,6 +21,7 @@ run of the same config, learner_threads=1 included (tests/test_seed_batch.py che
 """
 import contextlib
 import functools
+import os
 import random
 import secrets
 import sys
@@ -30,6 +31,7 @@ from typing import Callable, Iterator
 import numpy as np
 import torch as th
 
+from run import checkpoint
 from runners.parallel_runner import usable_cores
 from utils.logging import route_log_records
 
@@ -50,6 +52,13 @@ def check_seeds(config: dict) -> list[int] | None:
     seeds = config.get("seeds")
     if seeds is None:
         return None
+    check_seed_values(seeds)
+    check_batch_settings(config)
+    return list(seeds)
+
+
+def check_seed_values(seeds) -> None:
+    """ValueError unless `seeds` is a non-empty list of at most MAX_SEEDS distinct seeds in numpy's range."""
     if not isinstance(seeds, (list, tuple)) or not seeds:
         raise ValueError(f"seeds={seeds!r} must be a non-empty list of whole numbers, e.g. seeds=[1,2,3]")
     if any(isinstance(seed, bool) or not isinstance(seed, int) for seed in seeds):
@@ -64,26 +73,66 @@ def check_seeds(config: dict) -> list[int] | None:
     if len(seeds) > MAX_SEEDS:
         raise ValueError(f"seeds: {len(seeds)} seeds in one process; at most {MAX_SEEDS} (each keeps its own envs, "
                          f"replay buffer and networks): split them over several runs")
+
+
+def check_batch_settings(config: dict) -> None:
+    """ValueError for a setting of `config` that a seed batch cannot run."""
     if config["learner"] not in SUPPORTED_LEARNERS:
         raise ValueError(f"seeds: learner {config['learner']} cannot train seeds side by side; the learners that "
                          f"can: {', '.join(SUPPORTED_LEARNERS)} ({SUPPORTED_CONFIGS}); run one seed at a time "
                          f"with seed=N, or a sweep (src/sweep.py)")
-    for key, why in (("evaluate", "evaluate each seed's checkpoint alone"),
-                     ("resume", "resume each seed's run alone (resume=True checkpoint_path=<its models folder>)")):
-        if config.get(key):
-            raise ValueError(f"seeds with {key}=True: not supported; {why}")
+    if config.get("evaluate"):
+        raise ValueError("seeds with evaluate=True: not supported; evaluate each seed's checkpoint alone")
+    if config.get("resume") and config.get("load_step"):
+        raise ValueError(f"seeds with resume=True resume each seed's newest checkpoint; load_step="
+                         f"{config['load_step']} picks one of a single run: resume that run alone")
     if config.get("use_cuda") and th.cuda.is_available():
         raise ValueError("seeds with use_cuda=True on a machine with CUDA: seed batches are untested on the GPU; "
                          "add use_cuda=False")
     if config.get("seed") is not None:
         raise ValueError(f"give either seed={config['seed']} (one run) or seeds=[...] (one run per seed), not both")
-    return list(seeds)
 
 
-def lane_updates(seed: int) -> dict:
-    """The config updates that make a lane the single run of `seed`: its seed, no further batch and one
-    torch thread (its config's seed_batch comes from lane_record, through main.py's config hook)."""
-    return {"seed": seed, "seeds": None, "learner_threads": 1, "tune_learner_threads": False}
+def lane_updates(seed: int, checkpoint_path: str | None = None) -> dict:
+    """The config updates that make a lane the single run of `seed` (resuming `checkpoint_path` when
+    given): its seed, no further batch and one torch thread (its config's seed_batch comes from
+    lane_record, through main.py's config hook)."""
+    updates = {"seed": seed, "seeds": None, "learner_threads": 1, "tune_learner_threads": False}
+    if checkpoint_path is not None:
+        updates["checkpoint_path"] = checkpoint_path
+    return updates
+
+
+def batch_checkpoints(checkpoint_path: str, seeds: list[int]) -> dict[int, str]:
+    """{seed: models folder} of the runs to resume for `seeds=[...] resume=True checkpoint_path=...`:
+    checkpoint_path is the models folder of any one run of the interrupted batch; the others are the
+    folders beside it whose newest checkpoint records the same batch (training_state's seed_batch).
+    ValueError in one line when checkpoint_path was not saved by a batch or a seed is not among its runs."""
+    own = _newest_state(checkpoint_path)
+    batch = (own or {}).get("seed_batch") or {}
+    if not batch:
+        raise ValueError(f"checkpoint_path {checkpoint_path} was not saved by a run of a seed batch (seeds=[...]) "
+                         f"that records it; resume it alone, without seeds")
+    parent = os.path.dirname(os.path.normpath(checkpoint_path))
+    found = {}
+    for name in sorted(os.listdir(parent)):
+        state = _newest_state(os.path.join(parent, name))
+        if state is not None and (state.get("seed_batch") or {}).get("id") == batch["id"]:
+            found[state["seed"]] = os.path.join(parent, name)
+    missing = [seed for seed in seeds if seed not in found]
+    if missing:
+        raise ValueError(f"seeds: {', '.join(map(str, missing))} not among the saved runs of the batch "
+                         f"{batch['id']} of {checkpoint_path} (seeds {', '.join(map(str, sorted(found)))} there)")
+    return {seed: found[seed] for seed in seeds}
+
+
+def _newest_state(folder: str) -> dict | None:
+    """The training state of the newest checkpoint under `folder`, None when there is none to read."""
+    try:
+        return checkpoint.load_file(os.path.join(folder, str(checkpoint.saved_steps(folder)[-1])),
+                                    checkpoint.TRAINING_STATE)
+    except checkpoint.CheckpointError:
+        return None
 
 
 def training_slots() -> int:
