@@ -4,7 +4,8 @@ and peak memory, on the same workload, one run after the other.
 Usage (from the repository root):
     python bench/bench_seeds.py {null,protoss_5_vs_5} [--seeds 1 2 4] [--t-max N] [--warm-steps N] [KEY=VALUE ...]
     python bench/bench_seeds.py null --seeds 1 4 8 --t-max 60000     # qmix on the zero-cost env, corridor's shapes
-    python bench/bench_seeds.py protoss_5_vs_5 --seeds 1 4 --t-max 40000  # qmix on SMACv2's scenario, built-in simulator
+    python bench/bench_seeds.py protoss_5_vs_5 --seeds 1 4 --t-max 40000  # qmix on SMACv2's scenario
+    python bench/bench_seeds.py gil    # a training step alone and beside a thread running Python
 
 For each count S of --seeds, main.py runs once with algs/qmix.yaml unchanged: S = 1 as the single run
 `seed=1` with its defaults (learner_threads 0: torch's thread count), S > 1 as `seeds=[1..S]`. The steady
@@ -74,9 +75,53 @@ def steady_total_rate(tests: dict, warm_steps: int) -> float:
     return steps / (end - begin)
 
 
+def train_beside_python(repeats: int = 3) -> None:
+    """Print the seconds of one QMIX training step on 1 thread (128 episodes of 60 steps, corridor's sizes:
+    bench_train_step's learner) alone, and while another thread of the process runs Python without pause
+    (what a lane collecting on the simulator does), at Python's default switch interval and at 0.5 ms."""
+    import threading
+
+    import torch as th
+
+    import bench_train_step
+
+    th.set_num_threads(1)
+    batch = bench_train_step.random_batch(128, 60)
+    learner = bench_train_step.make_learner("fused", batch)
+
+    def step_seconds() -> float:
+        start = time.perf_counter()
+        learner.train(batch, 0, 0)
+        return time.perf_counter() - start
+
+    def beside_python(switch_interval: float) -> float:
+        default, done = sys.getswitchinterval(), threading.Event()
+
+        def run_python() -> None:
+            while not done.is_set():
+                sum(i * i for i in range(1000))
+
+        sys.setswitchinterval(switch_interval)
+        spinner = threading.Thread(target=run_python)
+        spinner.start()
+        try:
+            return min(step_seconds() for _ in range(repeats))
+        finally:
+            done.set()
+            spinner.join()
+            sys.setswitchinterval(default)
+
+    step_seconds()
+    alone = min(step_seconds() for _ in range(repeats))
+    default = sys.getswitchinterval()
+    print(f"training step alone {alone:.2f} s; beside a thread running Python {beside_python(default):.2f} s "
+          f"(switch interval {default * 1e3:g} ms), {beside_python(0.0005):.2f} s (0.5 ms)")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("workload", choices=sorted(SEED_WORKLOADS))
+    parser.add_argument("workload", choices=sorted(SEED_WORKLOADS) + ["gil"],
+                        help="gil: a training step alone and beside a thread running Python (no main.py run)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 4], help="seed counts to run (1: the single run)")
     parser.add_argument("--t-max", type=int, default=60000, help="env steps of each seed")
     parser.add_argument("--warm-steps", type=int, default=20000, help="steady rate counted from this t_env")
@@ -86,6 +131,9 @@ def main(argv: list[str] | None = None) -> None:
           f"--t-max {args.t_max} --warm-steps {args.warm_steps} {' '.join(args.overrides)}".rstrip())
     print(f"machine: {describe_machine()}")
     print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}")
+    if args.workload == "gil":
+        train_beside_python()
+        return
     rates = {}
     for count in args.seeds:
         seeds = "seed=1" if count == 1 else f"seeds=[{','.join(str(s) for s in range(1, count + 1))}]"

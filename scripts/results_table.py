@@ -37,7 +37,7 @@ import sys
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 sys.path.insert(0, SRC)
 
-from utils.run_index import flatten, read_json, run_folders, run_kind, run_where  # noqa: E402
+from utils.run_index import SEED_BATCH_KEYS, flatten, read_json, run_folders, run_kind, run_where  # noqa: E402
 
 THRESHOLD = 0.9
 FINAL_TESTS = 5
@@ -45,7 +45,7 @@ FINAL_TESTS = 5
 METRICS = ("test_battle_won_mean", "test_return_mean", "test_total_return_mean")
 # Config keys that tell one run of a setting from another; --mean pools runs that differ only here.
 PER_RUN_KEYS = ("seed", "env_args.seed", "env_seeds", "unique_token", "name", "local_results_path",
-                "checkpoint_path", "resume", "label")
+                "checkpoint_path", "resume", "label", *SEED_BATCH_KEYS)
 DIGEST_LINE = re.compile(r"sources sha256 ([0-9a-f]+)")  # run.py's engine log line in cout.txt
 
 

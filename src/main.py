@@ -531,8 +531,17 @@ def run_seed_batch(params: list, seeds: dict[int, str | None], config: dict, pro
     batch = SeedBatch(options.get("COMMAND") or ex.default_command, updates, named_configs, options, config,
                       str(updates.get("name", config["name"])), seeds, prog)
     logger.info(f"{len(seeds)} runs side by side in this process, seeds {', '.join(map(str, seeds))}")
-    with StopSignals():
-        statuses = run_lanes(list(seeds), functools.partial(run_one_seed, batch), wait=wait_for_lanes)
+    with StopSignals() as stop:
+        try:
+            statuses = run_lanes(list(seeds), functools.partial(run_one_seed, batch), wait=wait_for_lanes)
+        except KeyboardInterrupt:
+            # A second stop signal: stop at once, as a single run does. The runs' threads cannot be unwound
+            # from here (nor would their sacred heartbeats let the interpreter exit): a checkpoint being
+            # written is left in its hidden folder, which resuming removes; the records stay RUNNING.
+            name = stop.received or "SIGINT"
+            print(f"{prog}: a second {name}: stopping at once", file=sys.stderr, flush=True)
+            sys.stdout.flush()
+            os._exit(128 + signal.Signals[name].value)
     return batch_exit_status(list(seeds), statuses, prog)
 
 

@@ -25,7 +25,7 @@ from typing import Optional
 
 import numpy as np
 
-from utils.run_index import flatten, get_dotted, read_json, run_folders, run_kind
+from utils.run_index import SEED_BATCH_KEYS, flatten, get_dotted, read_json, run_folders, run_kind
 
 # Two-sided 95% Student-t critical values for 1..30 degrees of freedom; the normal 1.96 beyond.
 T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
@@ -35,7 +35,7 @@ SPREADS = ("std", "ci95")
 SOURCES = ("sacred", "tb")
 # Config keys that do not change what a run learns (seeds, where and how often it logs, saves and
 # tests, speed settings): runs that differ only in these are seeds of one setting.
-NOT_LEARNING = {"seed", "env_args.seed", "env_seeds", "unique_token", "name", "label", "repeat_id",
+NOT_LEARNING = {"seed", "env_args.seed", "env_seeds", "unique_token", "name", "label", "repeat_id", *SEED_BATCH_KEYS,
                 "local_results_path", "checkpoint_path", "resume", "load_step", "save_model", "save_model_interval",
                 "save_buffer", "use_tensorboard", "log_interval", "runner_log_interval", "learner_log_interval",
                 "test_interval", "test_nepisode", "env_worker_timeout", "env_worker_max_failures", "env_processes",

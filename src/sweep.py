@@ -266,24 +266,26 @@ class Sweep:
     def jobs(self, todo: list) -> list:
         """The main.py processes that run `todo`: one per run, except with --batch-seeds, where the runs of
         one point that start from t_env 0 (start, restart) go into one seed batch; a run that resumes
-        its checkpoint goes alone (a seed batch does not resume)."""
+        its checkpoint goes alone, as without --batch-seeds."""
         jobs, batches = [], {}
         for run in todo:
             if self.options.batch_seeds and run.action in ("start", "restart"):
                 batches.setdefault(json.dumps(run.point, sort_keys=True), []).append(run)
             else:
-                checkpoint = run.checkpoint if run.action == "resume" else ""
-                jobs.append(Job(run.name, [run], self.argv(run, checkpoint),
-                                os.path.join(self.log_dir, f"{run.name}.log"), run.action))
+                jobs.append(self.single_job(run))
         for runs in batches.values():
             if len(runs) == 1:
-                jobs.append(Job(runs[0].name, runs, self.argv(runs[0]),
-                                os.path.join(self.log_dir, f"{runs[0].name}.log"), runs[0].action))
+                jobs.append(self.single_job(runs[0]))
                 continue
             name = run_name(self.prefix, runs[0].point, "-".join(str(run.seed) for run in runs))
             action = "restart" if any(run.action == "restart" for run in runs) else "start"
             jobs.append(Job(name, runs, self.batch_argv(runs), os.path.join(self.log_dir, f"{name}.log"), action))
         return jobs
+
+    def single_job(self, run: SweepRun) -> Job:
+        checkpoint = run.checkpoint if run.action == "resume" else ""
+        return Job(run.name, [run], self.argv(run, checkpoint), os.path.join(self.log_dir, f"{run.name}.log"),
+                   run.action)
 
     def batch_argv(self, runs: list) -> list:
         """main.py's arguments for `runs` (one point's) as one seed batch: each run named as alone."""

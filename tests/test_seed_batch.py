@@ -10,6 +10,7 @@ import time
 import psutil
 import pytest
 
+import plot
 from main import build_config
 from main_runs import MAIN, REPO, read_json, run_dir, run_main
 from run.seed_batch import check_seeds
@@ -173,7 +174,8 @@ def test_a_stop_signal_saves_every_seed(tmp_path, sig):
 def resume_the_batch(results) -> None:
     """`seeds=[1,2] resume=True checkpoint_path=<models folder of seed 2>` resumes both seeds, each in its
     own unique_token, from its final checkpoint."""
-    stopped = {seed: read_json(folder, "config.json")["unique_token"] for seed, folder in runs_by_seed(str(results)).items()}
+    stopped = {seed: read_json(folder, "config.json")["unique_token"]
+               for seed, folder in runs_by_seed(str(results)).items()}
     t_max = max(max(int(step) for step in os.listdir(results / "models" / token)) for token in stopped.values()) + 400
     result = run_main("--config=qmix", "--env-config=null", "with", "env_args.map_name=3m", "seeds=[1,2]",
                       "resume=True", f"checkpoint_path={results / 'models' / stopped[2]}", f"t_max={t_max}",
@@ -211,3 +213,30 @@ def test_a_killed_env_worker_of_one_seed_is_restarted_and_every_seed_completes(t
     for seed, folder in runs_by_seed(str(tmp_path)).items():
         assert read_json(folder, "run.json")["status"] == "COMPLETED"
         assert read_json(folder, "info.json")["loss_td"]
+
+
+def test_a_second_stop_signal_stops_the_batch_at_once(tmp_path):
+    log_path = tmp_path / "output.txt"
+    argv = [sys.executable, MAIN, *SMALL, "seeds=[1,2]", "t_max=10000000", f"local_results_path={tmp_path}"]
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(argv, cwd=REPO, env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=log,
+                                stderr=subprocess.STDOUT)
+    try:
+        wait_until_both_train(log_path)
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    finally:
+        proc.kill()
+    assert "main.py: a second SIGTERM: stopping at once" in log_path.read_text()
+
+
+def test_the_runs_of_a_batch_are_seeds_of_one_setting_for_the_table_and_the_plots(batch):
+    folder = os.path.dirname(run_dir(batch, "3m", NAME, 1))
+    table = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "results_table.py"), folder, "--mean",
+                            "--at", "4000"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert table.returncode == 0, table.stderr
+    (row,) = [line for line in table.stdout.splitlines() if line.startswith("| 3m |")]
+    assert "| 1, 2, 3 |" in row
+    runs = plot.load_runs([folder], "test_return_mean")
+    assert [len(group) for group in plot.group_runs(runs, []).values()] == [3]

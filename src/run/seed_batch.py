@@ -12,8 +12,8 @@ state a run reads as if it were alone in the process:
 A lane gives the baton up only around its training step (TrainingLoop.timed_step, `released()`):
 the supported learners draw no random numbers there and write only to their own objects, so while
 one lane trains, another collects episodes with the baton; the training step's matmuls run outside
-Python's lock, which is where a batch of seeds gains on one run (see docs/speed.md). Everything else
-is serialised, in the order the lanes ask for the baton.
+Python's lock, which is where a batch of seeds gains on one run (see docs/speed.md). At most one lane
+per core trains at once. Everything else is serialised, in the order the lanes ask for the baton.
 
 Every lane trains with learner_threads=1 (recorded in its config.json): torch's thread count is one
 per process, and on some CPUs a matmul's result depends on it, so a seed of a batch equals the single
@@ -180,42 +180,50 @@ class Baton:
 
     def __init__(self, training_slots: int):
         self._lock = threading.Lock()
-        self.training = threading.Semaphore(training_slots)
+        self._training = threading.Semaphore(training_slots)
         self.base_streams = (sys.stdout, sys.stderr)
+
+    def take(self, lane: Lane) -> None:
+        self._lock.acquire()
+        lane.restore()
+
+    def give(self, lane: Lane) -> None:
+        lane.save()
+        sys.stdout, sys.stderr = self.base_streams
+        self._lock.release()
 
     @contextlib.contextmanager
     def held(self, lane: Lane) -> Iterator[None]:
         """The body runs holding the baton, with `lane`'s state."""
-        self._lock.acquire()
-        lane.restore()
+        self.take(lane)
         try:
             yield
         finally:
-            lane.save()
-            sys.stdout, sys.stderr = self.base_streams
-            self._lock.release()
+            self.give(lane)
+
+    @contextlib.contextmanager
+    def training_without(self, lane: Lane) -> Iterator[None]:
+        """The body (`lane`'s training step, which holds the baton until here) runs without it, in a
+        training slot, its log records going to the lane's own output."""
+        self.give(lane)
+        try:
+            with self._training, route_log_records(lane.stderr):
+                yield
+        finally:
+            self.take(lane)
 
 
 @contextlib.contextmanager
 def released() -> Iterator[None]:
-    """Run the body without the baton when the current thread is a lane (a no-op in a single run): other
-    lanes run meanwhile. The body must draw no random numbers; the lane's log records go to its own
-    output (its stderr at the hand-over)."""
+    """Run the body (a training step) without the baton when the current thread is a lane, a no-op in a
+    single run: other lanes run meanwhile. The body must draw no random numbers."""
     thread = threading.current_thread()
     if not isinstance(thread, LaneThread):
         yield
         return
     thread.training.set()
-    lane, baton = thread.lane, thread.baton
-    lane.save()
-    sys.stdout, sys.stderr = baton.base_streams
-    baton._lock.release()
-    try:
-        with baton.training, route_log_records(lane.stderr):
-            yield
-    finally:
-        baton._lock.acquire()
-        lane.restore()
+    with thread.baton.training_without(thread.lane):
+        yield
 
 
 class LaneThread(threading.Thread):
@@ -229,7 +237,7 @@ class LaneThread(threading.Thread):
         self.training = threading.Event()
 
     def run(self) -> None:
-        th.set_num_threads(1)
+        th.set_num_threads(1)  # a new thread starts with torch's default count (OpenMP's is per thread)
         with self.baton.held(self.lane):
             self.outcome = self.body()
 

@@ -76,3 +76,8 @@ def nested(dotted: str, value: Any) -> dict:
     for part in reversed(dotted.split(".")):
         value = {part: value}
     return value
+
+
+# What a run of a seed batch records about the batch (config keys seeds and seed_batch, flattened; a single
+# run records seed_batch {}): the runs of one batch are seeds of one setting.
+SEED_BATCH_KEYS = ("seeds", "seed_batch", "seed_batch.id", "seed_batch.seeds", "seed_batch.index", "seed_batch.size")
