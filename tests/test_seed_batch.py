@@ -215,20 +215,40 @@ def test_a_killed_env_worker_of_one_seed_is_restarted_and_every_seed_completes(t
         assert read_json(folder, "info.json")["loss_td"]
 
 
+# main.py with each run of a batch replaced by one that never ends (a hung run), printing "started" first.
+HUNG_BATCH = """
+import sys, time
+sys.path.insert(0, {src!r})
+import main
+def hang(batch, seed):
+    print("started", flush=True)
+    time.sleep(3600)
+main.run_one_seed = hang
+sys.exit(main.main(["main.py", "--config=qmix", "--env-config=null", "with", "seeds=[1,2]",
+                    "local_results_path={results}"]))
+"""
+
+
 def test_a_second_stop_signal_stops_the_batch_at_once(tmp_path):
-    log_path = tmp_path / "output.txt"
-    argv = [sys.executable, MAIN, *SMALL, "seeds=[1,2]", "t_max=10000000", f"local_results_path={tmp_path}"]
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(argv, cwd=REPO, env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=log,
-                                stderr=subprocess.STDOUT)
+    """The first signal asks the runs to stop; when they do not (hung), a second one ends the process
+    with the first signal's status."""
+    script = HUNG_BATCH.format(src=os.path.join(REPO, "src"), results=tmp_path)
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
     try:
-        wait_until_both_train(log_path)
+        line = None
+        while line != "started":  # the lines before: main.py's log
+            line = proc.stdout.readline()
+            assert line, "main.py ended before its runs started"
+            line = line.strip()
         proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        assert proc.poll() is None  # the first signal only asks
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+        assert proc.wait(timeout=10) == 128 + signal.SIGTERM
     finally:
         proc.kill()
-    assert "main.py: a second SIGTERM: stopping at once" in log_path.read_text()
+    assert "main.py: a second SIGTERM: stopping at once" in proc.stdout.read()
 
 
 def test_the_runs_of_a_batch_are_seeds_of_one_setting_for_the_table_and_the_plots(batch):
