@@ -133,27 +133,29 @@ def test_a_batch_too_large_for_the_memory_stops_at_its_first_run(tmp_path):
     assert "seeds 2, 3 not started: the run of seed 1 failed before training" in result.stderr
 
 
-def wait_until_both_train(log_path) -> None:
-    """Return once both seeds of a batch run logging to `log_path` are a second into training."""
+def start_batch(tmp_path, *extra: str) -> tuple:
+    """`seeds=[1,2]` of QMIX on the null env (3m's shapes) as a new process logging to tmp_path/output.txt,
+    with the `extra` overrides; returns (process, log path) once both seeds are a second into training."""
+    log_path = tmp_path / "output.txt"
+    argv = [sys.executable, MAIN, "--config=qmix", "--env-config=null", "with", "env_args.map_name=3m",
+            "seeds=[1,2]", "batch_size=8", "buffer_size=16", "test_interval=100000",
+            f"local_results_path={tmp_path}", *extra]
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(argv, cwd=REPO, env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=log,
+                                stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 90
     while log_path.read_text().count("Beginning training") < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(1.0)
+    return proc, log_path
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_stop_signal_saves_every_seed(tmp_path, sig):
     """Each seed stops at its next iteration, saves a final checkpoint and is recorded INTERRUPTED; the
     process exits with the signal's status."""
-    log_path = tmp_path / "output.txt"
-    argv = [sys.executable, MAIN, "--config=qmix", "--env-config=null", "with", "env_args.map_name=3m",
-            "seeds=[1,2]", "t_max=10000000", "batch_size=8", "buffer_size=16", "test_interval=100000",
-            "save_model=True", "save_model_interval=100000000", f"local_results_path={tmp_path}"]
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(argv, cwd=REPO, env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=log,
-                                stderr=subprocess.STDOUT)
+    proc, log_path = start_batch(tmp_path, "t_max=10000000", "save_model=True", "save_model_interval=100000000")
     try:
-        wait_until_both_train(log_path)
         proc.send_signal(sig)
         assert proc.wait(timeout=60) == 128 + sig
     finally:
@@ -191,15 +193,8 @@ def resume_the_batch(results) -> None:
 def test_a_killed_env_worker_of_one_seed_is_restarted_and_every_seed_completes(tmp_path):
     """Env workers belong to their seed's runner: one killed worker is restarted (its episode batch played
     again) as in a single run, and both seeds' runs complete with their records."""
-    log_path = tmp_path / "output.txt"
-    argv = [sys.executable, MAIN, "--config=qmix", "--env-config=null", "with", "env_args.map_name=3m",
-            "seeds=[1,2]", "t_max=6000", "batch_size_run=2", "env_processes=workers", "batch_size=8",
-            "buffer_size=16", "test_interval=100000", f"local_results_path={tmp_path}"]
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(argv, cwd=REPO, env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=log,
-                                stderr=subprocess.STDOUT)
+    proc, log_path = start_batch(tmp_path, "t_max=6000", "batch_size_run=2", "env_processes=workers")
     try:
-        wait_until_both_train(log_path)
         forkserver = next(child for child in psutil.Process(proc.pid).children()
                           if "forkserver" in " ".join(child.cmdline()))
         workers = forkserver.children()
