@@ -38,7 +38,8 @@ from envs import REGISTRY as env_REGISTRY  # noqa: E402
 from envs import STARCRAFT_ENVS  # noqa: E402
 from envs.gymma import REWARD_SCALARISATIONS  # noqa: E402
 from envs.starcraft.backend import select_backend  # noqa: E402
-from envs.starcraft.distributions import CAPABILITY_KEYS, DISTRIBUTION_CONFIG_KEYS, check_capability_config  # noqa: E402
+from envs.starcraft.distributions import (  # noqa: E402
+    CAPABILITY_KEYS, DISTRIBUTION_CONFIG_KEYS, check_capability_config, check_prob_obs_enemy)
 from envs.starcraft.maps import gen_map_of, get_map_params  # noqa: E402
 from envs.starcraft.smacv2_configs import check_scenario_name, read_config_file, scenario_config_path  # noqa: E402
 from run import checkpoint  # noqa: E402
@@ -177,7 +178,8 @@ def smac_settings(config: dict) -> dict:
 
 def checked_map(env_name: str, env_args: dict) -> str:
     """The map file that plays env_args.map_name on `env_name` (a STARCRAFT_ENVS env); ValueError in
-    one line for a map of the other SMAC version, an unknown scenario or a bad capability_config."""
+    one line for a map of the other SMAC version, an unknown scenario, a bad capability_config or
+    prob_obs_enemy."""
     map_name = env_args["map_name"]
     if env_name == "sc2":
         get_map_params(map_name)
@@ -185,6 +187,7 @@ def checked_map(env_name: str, env_args: dict) -> str:
     if env_name == "sc2v2":
         check_scenario_name(map_name)
     check_capability_config(env_args.get("capability_config", {}), map_name)
+    check_prob_obs_enemy(env_args.get("prob_obs_enemy", 1.0))
     return gen_map_of(map_name)
 
 

@@ -5,6 +5,7 @@ without torch and plays 3m, 2c_vs_64zg and corridor step for step as the env mar
 import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -12,7 +13,9 @@ import warnings
 import numpy as np
 import pytest
 
+import main
 from envs import smac, smac_pettingzoo
+from envs.starcraft.smacv2_configs import read_config_file, scenario_config_path
 from envs.starcraft.starcraft2 import StarCraft2Env as TrainedEnv
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -29,6 +32,7 @@ SMAC_ARGUMENTS = {
     "heuristic_rest": False, "debug": False}
 SMAC_ENV_INFO_KEYS = {"state_shape", "obs_shape", "n_actions", "n_agents", "episode_limit"}
 MAPS = ("3m", "2c_vs_64zg", "corridor")
+PROTOSS_5V5 = read_config_file(scenario_config_path("protoss_5_vs_5", main.CONFIG_DIR))["env_args"]["capability_config"]
 
 
 def test_the_package_env_is_the_env_marlkit_trains_on_with_smacs_constructor():
@@ -70,6 +74,62 @@ def test_bad_actions_raise_one_line():
     for error in (wrong_length, unavailable):
         assert "\n" not in str(error.value)
     env.close()
+
+
+@pytest.mark.parametrize("call", ["get_obs", "get_state", "get_avail_actions", "get_state_dict"])
+def test_reading_before_reset_says_to_reset_first(call):
+    env = smac.StarCraft2Env(map_name="3m", seed=0, backend="builtin")
+    with pytest.raises(RuntimeError, match=rf"^{call}\(\) before reset\(\): call reset\(\) to start an episode first$"):
+        getattr(env, call)()
+    with pytest.raises(RuntimeError, match=r"^step\(\) before reset\(\)"):
+        env.step([1, 1, 1])
+    env.close()
+
+
+@pytest.mark.parametrize("actions, message", [
+    ([1.7, 1, 1], r"step\(\) takes whole-number actions; got \[1.7, 1.0, 1.0\]"),
+    (["1", 1, 1], r"step\(\) takes whole-number actions"),
+    ([None, 1, 1], r"step\(\) takes whole-number actions"),
+    ([True, True, True], r"step\(\) takes whole-number actions"),
+    (np.ones((3, 1), int), r"step\(\) takes a flat sequence of one action per agent \(3 on 3m\); got an array of "
+                           r"shape \(3, 1\)"),
+    ([[1, 1, 1]], r"got an array of shape \(1, 3\)"),
+])
+def test_actions_that_are_not_one_whole_number_per_agent_are_refused(actions, message):
+    env = smac.StarCraft2Env(map_name="3m", seed=0, backend="builtin")
+    env.reset()
+    with pytest.raises(ValueError, match=message):
+        env.step(actions)
+    env.step(np.array([1.0, 1.0, 1.0]))  # whole numbers of any numeric type play, as SMAC's int() reads them
+    env.close()
+
+
+def test_stepping_after_the_episode_ended_is_refused_and_counts_no_battle():
+    env = smac.StarCraft2Env(map_name="3m", seed=0, backend="builtin")
+    env.reset()
+    terminated, steps = False, 0
+    while not terminated:  # every agent stops (the dead: no-op) until the episode times out or is lost
+        terminated = env.step([1 if avail[1] else 0 for avail in env.get_avail_actions()])[1]
+        steps += 1
+    assert env.get_stats()["battles_game"] == 1
+    with pytest.raises(RuntimeError, match=rf"^step\(\) after the episode ended \(after {steps} steps\): call "
+                                           rf"reset\(\) to start the next one$"):
+        env.step([1] * env.n_agents)
+    assert env.get_stats()["battles_game"] == 1
+    assert len(env.get_obs()) == 3 and env.get_state().ndim == 1  # the final observation stays readable
+    env.reset()
+    env.step([1] * env.n_agents)
+    env.close()
+
+
+@pytest.mark.parametrize("value", [2, -1, 1.5, "0.5", True])
+def test_prob_obs_enemy_must_be_a_probability(value):
+    with pytest.raises(ValueError, match="^" + re.escape(f"prob_obs_enemy={value!r} must be a probability within [0, 1]")):
+        smac.StarCraftCapabilityEnvWrapper(map_name="10gen_protoss", capability_config=PROTOSS_5V5,
+                                           prob_obs_enemy=value, backend="builtin")
+    with pytest.raises(ValueError, match="must be a probability"):
+        main.checked_map("sc2v2", {"map_name": "protoss_5_vs_5", "capability_config": PROTOSS_5V5,
+                                   "prob_obs_enemy": value})
 
 
 @pytest.mark.parametrize("map_name, names, actions", [

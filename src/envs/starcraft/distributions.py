@@ -277,6 +277,15 @@ def draw_episode_config(distributions: list[Distribution]) -> EpisodeConfig:
 
 # --- checks --------------------------------------------------------------------------------------
 
+def check_prob_obs_enemy(prob_obs_enemy: float) -> None:
+    """ValueError in one line unless SMACv2's prob_obs_enemy (the chance that an agent observes an enemy
+    another agent has seen) is a probability."""
+    if isinstance(prob_obs_enemy, bool) or not isinstance(prob_obs_enemy, (int, float)) \
+            or not 0.0 <= prob_obs_enemy <= 1.0:
+        raise ValueError(f"prob_obs_enemy={prob_obs_enemy!r} must be a probability within [0, 1] (SMACv2's "
+                         f"default 1.0; EPO: 0.0)")
+
+
 def check_capability_config(capability_config: dict, map_name: str) -> None:
     """ValueError, in one line naming the key and what is allowed, for a capability_config that
     SMACv2 would refuse, fail on late, loop on forever, or play other than asked on `map_name`

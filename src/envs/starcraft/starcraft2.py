@@ -221,6 +221,7 @@ class StarCraft2Env(MultiAgentEnv):
         self._record_replay = record_replay
         self._engine = engine
         self._launched = False
+        self._episode_over: bool | None = None  # None before the first reset(), then whether its episode has ended
         self._episode_count = 0
         self._episode_steps = 0
         self._total_steps = 0
@@ -322,6 +323,7 @@ class StarCraft2Env(MultiAgentEnv):
 
     def _start_episode(self, units: Any) -> tuple[list[np.ndarray], np.ndarray]:
         """Adopt the engine's fresh armies and clear the episode's trackers; (observations, state)."""
+        self._episode_over = False
         self._reset_death_trackers()
         self.win_counted = False
         self.defeat_counted = False
@@ -349,6 +351,7 @@ class StarCraft2Env(MultiAgentEnv):
         try:
             units = self._engine.step(*self._engine_orders(acts))
         except GameRestarted:
+            self._episode_over = True
             return 0, True, {}  # SMAC ends the lost episode this way after a full restart
 
         self._total_steps += 1
@@ -380,6 +383,7 @@ class StarCraft2Env(MultiAgentEnv):
             self.timeouts += 1
         if terminated:
             self._episode_count += 1
+            self._episode_over = True
         if self.reward_scale:
             reward /= self.max_reward / self.reward_scale_rate
         if self.debug:
@@ -389,14 +393,30 @@ class StarCraft2Env(MultiAgentEnv):
         return reward, terminated, info
 
     def _action_array(self, actions: Sequence[int]) -> np.ndarray:
-        """`actions` (list, numpy or torch, one per agent) as int64 [n_agents], range-checked."""
-        values = actions.tolist() if hasattr(actions, "tolist") else [int(a) for a in actions]
+        """The actions of a step of the running episode (list, numpy or torch, one whole number per agent) as
+        int64 [n_agents]; RuntimeError outside an episode, ValueError for actions of another shape or kind,
+        or out of range."""
+        self._require_episode("step()", running=True)
+        values = np.asarray(actions.tolist() if hasattr(actions, "tolist") else actions)
+        if values.ndim != 1:
+            raise ValueError(f"step() takes a flat sequence of one action per agent ({self.n_agents} on "
+                             f"{self.map_name}); got an array of shape {values.shape}")
         if len(values) != self.n_agents:
             raise ValueError(
                 f"step() got {len(values)} actions; {self.map_name} needs one per agent ({self.n_agents})")
-        if min(values) < 0 or max(values) >= self.n_actions:
-            raise ValueError(f"actions {values} out of range; valid actions are 0..{self.n_actions - 1}")
-        return np.array(values, dtype=np.int64)
+        if values.dtype.kind not in "iuf" or (values.dtype.kind == "f" and not np.array_equal(values, values.round())):
+            raise ValueError(f"step() takes whole-number actions; got {values.tolist()}")
+        if values.min() < 0 or values.max() >= self.n_actions:
+            raise ValueError(f"actions {values.tolist()} out of range; valid actions are 0..{self.n_actions - 1}")
+        return values.astype(np.int64)
+
+    def _require_episode(self, call: str, running: bool = False) -> None:
+        """RuntimeError naming `call` before the first reset(), or with `running` once the episode has ended."""
+        if self._episode_over is None:
+            raise RuntimeError(f"{call} before reset(): call reset() to start an episode first")
+        if running and self._episode_over:
+            raise RuntimeError(f"{call} after the episode ended (after {self._episode_steps} steps): call reset() "
+                               f"to start the next one")
 
     def _check_available(self, acts: np.ndarray) -> None:
         """SMAC asserts every chosen action is available in the state before the step."""
@@ -705,9 +725,11 @@ class StarCraft2Env(MultiAgentEnv):
             avail[medivacs, first:first + n_ag] = heal
 
     def get_avail_agent_actions(self, agent_id: int) -> list[int]:
+        self._require_episode("get_avail_agent_actions()")
         return self._avail_matrix()[agent_id].tolist()
 
     def get_avail_actions(self) -> list[list[int]]:
+        self._require_episode("get_avail_actions()")
         return self._avail_matrix().tolist()
 
     def can_move(self, unit: UnitView, direction: Direction) -> bool:
@@ -821,9 +843,11 @@ class StarCraft2Env(MultiAgentEnv):
         return obs
 
     def get_obs_agent(self, agent_id: int) -> np.ndarray:
+        self._require_episode("get_obs_agent()")
         return self._obs_matrix()[agent_id].copy()
 
     def get_obs(self) -> list[np.ndarray]:
+        self._require_episode("get_obs()")
         return list(self._obs_matrix().copy())
 
     def _state_plan(self) -> "_GatherPlan":
@@ -865,6 +889,7 @@ class StarCraft2Env(MultiAgentEnv):
 
     def get_state_dict(self) -> dict[str, Any]:
         """State parts: allies [n_agents, nf_al], enemies [n_enemies, nf_en], last_action, timestep."""
+        self._require_episode("get_state_dict()")
         n_ag, n_en = self.n_agents, self.n_enemies
         nf_al, nf_en = self.get_ally_num_attributes(), self.get_enemy_num_attributes()
         state = self._state_vector()
@@ -879,6 +904,7 @@ class StarCraft2Env(MultiAgentEnv):
         return parts
 
     def get_state(self) -> np.ndarray:
+        self._require_episode("get_state()")
         if self.obs_instead_of_state:
             return self._obs_matrix().reshape(-1).copy()
         return self._state_vector().astype(np.float32)

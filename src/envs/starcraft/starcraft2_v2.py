@@ -24,7 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import unit_ids
-from .distributions import check_capability_config, draw_episode_config, make_distributions
+from .distributions import check_capability_config, check_prob_obs_enemy, draw_episode_config, make_distributions
 from .maps import GEN_MAP_REGISTRY, MapParams, gen_map_of
 from .starcraft2 import HEALING_MAP_TYPES, N_ACTIONS_MOVE, N_OBS_HEIGHT, N_OBS_PATHING, StarCraft2Env
 from .teams import GEN_UNIT_NAMES, RACE_UNITS, Team
@@ -103,6 +103,7 @@ class StarCraft2EnvV2(StarCraft2Env):
     ):
         cap = dict(capability_config or {})
         check_capability_config(cap, map_name)
+        check_prob_obs_enemy(prob_obs_enemy)
         self.capability_config = cap
         self.stochastic_attack = "attack" in cap
         self.replace_teammates = "team_gen" in cap
@@ -572,6 +573,7 @@ class StarCraft2EnvV2(StarCraft2Env):
         """State parts as SMACv2 lays them out: allies [n_agents, nf_al] (health, cooldown or Medivac
         energy, position from the centre, shield, attack probability, field of view, type bits last),
         enemies [n_enemies, nf_en], last_action, timestep."""
+        self._require_episode("get_state_dict()")
         n_ag = self.n_agents
         health, shield = self._fractions()
         rel_xy = ((self._xy - self._map_centre) / self._max_distance).T  # [n_units, 2]
