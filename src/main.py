@@ -206,6 +206,16 @@ def my_main(_run, _config, _log) -> None:
         raise InputError(str(error)) from error
     except (FloatingPointError, EnvWorkerError, checkpoint.CheckpointWriteError) as error:
         raise RunFailed(str(error)) from error
+    finally:
+        keep_last_output(_run)
+
+
+def keep_last_output(sacred_run) -> None:
+    """Read the run's console output since sacred's last heartbeat into its record now. Sacred reads it
+    once more only when a run completes: a stopped or failed run's cout.txt would otherwise end at the
+    last heartbeat (every 10 s) and lack its last lines, such as "SIGINT received: stopping at t_env N".
+    (sacred 0.8.7's Run._get_captured_output: the capture is closed by the time it reports the stop.)"""
+    sacred_run._get_captured_output()
 
 
 def check_settings(config: dict) -> None:

@@ -212,6 +212,8 @@ def test_signal_stops_training_saves_and_leaves_no_process(tmp_path, sig, env_pr
     folder = run_dir(str(tmp_path), "one_step_matrix_game", "qmix_env=8_adam_td_lambda", 1)
     assert read_json(folder, "run.json")["status"] == "INTERRUPTED"
     assert f"{sig.name} received: stopping at t_env {steps[1]}" in output
+    with open(os.path.join(folder, "cout.txt")) as cout:  # the record's log too, to its last line
+        assert f"{sig.name} received: stopping at t_env {steps[1]}" in cout.read()
 
 
 # --- stop signals to the process group, a killed forkserver, a killed main process with a hung worker ----------
