@@ -51,7 +51,7 @@ from runners.runner_base import env_seeds  # noqa: E402
 from utils.config_check import UsageError, env_arg_kinds, normalise_file, normalise_overrides, range_error  # noqa: E402
 from utils.logging import get_logger, set_thread_label  # noqa: E402
 from utils.run_index import flatten, run_kind  # noqa: E402
-from utils.stop import StopSignals  # noqa: E402
+from utils.stop import CommandSignals, StopSignals  # noqa: E402
 from utils.th_utils import resolve_train_precision  # noqa: E402
 
 SRC_DIR = dirname(abspath(__file__))
@@ -483,14 +483,15 @@ def main(argv: list) -> int:
     # env config leaves out, a capability SMACv2's config leaves commented out), so declare it.
     ex.add_config(recursive_dict_update(config, new_entries(updates, config)))
     logger.info(f"Saving to FileStorageObserver in {file_obs_path}.")
-    if seeds is not None:
-        return run_seed_batch(params, seeds, config, prog)
-    ex.observers.append(FileStorageObserver(file_obs_path))
-    try:
-        ex.run_commandline(params)
-    except KeyboardInterrupt as interrupt:
-        # The training loop saved a final checkpoint (save_model=True) and closed the env workers.
-        return interrupted_exit_code(interrupt, prog)
+    with CommandSignals():
+        if seeds is not None:
+            return run_seed_batch(params, seeds, config, prog)
+        ex.observers.append(FileStorageObserver(file_obs_path))
+        try:
+            ex.run_commandline(params)
+        except KeyboardInterrupt as interrupt:
+            # The training loop saved a final checkpoint (save_model=True) and closed the env workers.
+            return interrupted_exit_code(interrupt, prog)
     return 0
 
 
@@ -544,17 +545,8 @@ def run_seed_batch(params: list, seeds: dict[int, str | None], config: dict, pro
     batch = SeedBatch(options.get("COMMAND") or ex.default_command, updates, named_configs, options, config,
                       str(updates.get("name", config["name"])), seeds, prog)
     logger.info(f"{len(seeds)} runs side by side in this process, seeds {', '.join(map(str, seeds))}")
-    with StopSignals() as stop:
-        try:
-            statuses = run_lanes(list(seeds), functools.partial(run_one_seed, batch), wait=wait_for_lanes)
-        except KeyboardInterrupt:
-            # A second stop signal: stop at once, as a single run does. The runs' threads cannot be unwound
-            # from here (nor would their sacred heartbeats let the interpreter exit): a checkpoint being
-            # written is left in its hidden folder, which resuming removes; the records stay RUNNING.
-            name = stop.received or "SIGINT"
-            print(f"{prog}: a second {name}: stopping at once", file=sys.stderr, flush=True)
-            sys.stdout.flush()
-            os._exit(128 + signal.Signals[name].value)
+    with StopSignals():  # the runs' threads see the signals this thread receives (utils/stop.py)
+        statuses = run_lanes(list(seeds), functools.partial(run_one_seed, batch), wait=wait_for_lanes)
     return batch_exit_status(list(seeds), statuses, prog)
 
 

@@ -488,7 +488,7 @@ class LocalExecutor:
         env = dict(os.environ, OMP_NUM_THREADS=str(self.threads), MKL_NUM_THREADS=str(self.threads))
         log = open_run_log(job)
         # A session of its own: a Ctrl-C in the terminal reaches only the sweep, which then sends each
-        # run one SIGTERM (a second signal would make main.py stop without its final checkpoint).
+        # run one SIGTERM (main.py stops, saves and exits; further signals would change nothing).
         self.procs[job.name] = (subprocess.Popen([sys.executable, MAIN_PY, *job.argv], cwd=REPO_DIR, env=env,
                                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True), log)
 

@@ -173,10 +173,11 @@ def test_workers_exit_when_the_parent_is_killed():
         proc.kill()
 
 
-@pytest.mark.parametrize("sig, env_processes", [(signal.SIGINT, "workers"), (signal.SIGTERM, "workers"),
-                                                 (signal.SIGINT, "main")])
-def test_signal_stops_training_saves_and_leaves_no_process(tmp_path, sig, env_processes):
-    """A long run is stopped by a signal within seconds: final checkpoint, INTERRUPTED, no child left."""
+@pytest.mark.parametrize("sig, env_processes, times", [(signal.SIGINT, "workers", 1), (signal.SIGTERM, "workers", 1),
+                                                        (signal.SIGINT, "main", 1), (signal.SIGTERM, "main", 3)])
+def test_signal_stops_training_saves_and_leaves_no_process(tmp_path, sig, env_processes, times):
+    """A long run is stopped by a signal within seconds: final checkpoint, INTERRUPTED, no child left; the
+    same when the signal comes again (`timeout` and a signal to its process group send two)."""
     log_path = tmp_path / "stderr.txt"
     argv = [sys.executable, MAIN, "--config=qmix", "--env-config=one_step_matrix_game", "with",
             f"local_results_path={tmp_path}", "batch_size_run=2", f"env_processes={env_processes}", "t_max=10000000",
@@ -197,7 +198,9 @@ def test_signal_stops_training_saves_and_leaves_no_process(tmp_path, sig, env_pr
         else:
             assert children == []  # the envs run in the training process
         start = time.monotonic()
-        proc.send_signal(sig)
+        for _ in range(times):
+            proc.send_signal(sig)
+            time.sleep(0.05)
         assert proc.wait(timeout=30) == 128 + sig
         assert time.monotonic() - start < 15
     finally:

@@ -153,10 +153,13 @@ def start_batch(tmp_path, *extra: str) -> tuple:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_stop_signal_saves_every_seed(tmp_path, sig):
     """Each seed stops at its next iteration, saves a final checkpoint and is recorded INTERRUPTED; the
-    process exits with the signal's status."""
+    process exits with the signal's status, however many times it came."""
     proc, log_path = start_batch(tmp_path, "t_max=10000000", "save_model=True", "save_model_interval=100000000")
     try:
         proc.send_signal(sig)
+        if sig == signal.SIGTERM:  # twice, as `timeout` and a signal to its process group do: changes nothing
+            time.sleep(0.2)
+            proc.send_signal(sig)
         assert proc.wait(timeout=60) == 128 + sig
     finally:
         proc.kill()
@@ -208,42 +211,6 @@ def test_a_killed_env_worker_of_one_seed_is_restarted_and_every_seed_completes(t
     for seed, folder in runs_by_seed(str(tmp_path)).items():
         assert read_json(folder, "run.json")["status"] == "COMPLETED"
         assert read_json(folder, "info.json")["loss_td"]
-
-
-# main.py with each run of a batch replaced by one that never ends (a hung run), printing "started" first.
-HUNG_BATCH = """
-import sys, time
-sys.path.insert(0, {src!r})
-import main
-def hang(batch, seed):
-    print("started", flush=True)
-    time.sleep(3600)
-main.run_one_seed = hang
-sys.exit(main.main(["main.py", "--config=qmix", "--env-config=null", "with", "seeds=[1,2]",
-                    "local_results_path={results}"]))
-"""
-
-
-def test_a_second_stop_signal_stops_the_batch_at_once(tmp_path):
-    """The first signal asks the runs to stop; when they do not (hung), a second one ends the process
-    with the first signal's status."""
-    script = HUNG_BATCH.format(src=os.path.join(REPO, "src"), results=tmp_path)
-    proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    try:
-        line = None
-        while line != "started":  # the lines before: main.py's log
-            line = proc.stdout.readline()
-            assert line, "main.py ended before its runs started"
-            line = line.strip()
-        proc.send_signal(signal.SIGTERM)
-        time.sleep(0.5)
-        assert proc.poll() is None  # the first signal only asks
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=10) == 128 + signal.SIGTERM
-    finally:
-        proc.kill()
-    assert "main.py: a second SIGTERM: stopping at once" in proc.stdout.read()
 
 
 def test_the_runs_of_a_batch_are_seeds_of_one_setting_for_the_table_and_the_plots(batch):

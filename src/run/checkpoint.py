@@ -6,7 +6,7 @@ files that make the checkpoint complete), with save_buffer buffer.pt, and checks
 SHA-256 of every other file, verified on load: a flipped byte that still unpickles is caught).
 It is written into a hidden temporary folder next to its final place, synced to disk, and
 renamed into place when complete, so a folder named by a t_env is never half written; a write
-that fails (a full disk, a second stop signal) removes its temporary folder, and temporary
+that fails (a full disk, a KeyboardInterrupt) removes its temporary folder, and temporary
 folders left by a process that died (a power loss) are removed by the next one.
 """
 import errno

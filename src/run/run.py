@@ -393,8 +393,8 @@ class TrainingLoop:
                                    tune=on_cpu and args.tune_learner_threads)
 
     def run(self) -> None:
-        """Train until t_max or a stop signal, then save a final checkpoint (save_model). A signal during
-        the final save lets it finish; a second one aborts it, rolling it back (see utils/stop.py)."""
+        """Train until t_max or a stop signal, then save a final checkpoint (save_model); further signals
+        change nothing (see utils/stop.py)."""
         self.logger.console_logger.info(f"Beginning training for {self.args.t_max} timesteps")
         with StopSignals() as stop:
             try:
@@ -406,8 +406,12 @@ class TrainingLoop:
                 self.logger.console_logger.warning(f"{stop.received} received: stopping at t_env {self.runner.t_env}")
             if self.args.save_model and self.model_save_t != self.runner.t_env:
                 self.save_models()
-        if stop.received is not None:
-            raise TrainingInterrupted(stop.received)
+            received, repeats = stop.received, stop.repeats
+        if repeats:
+            self.logger.console_logger.warning(f"{repeats} more stop signal(s) came while stopping: the run saved "
+                                               f"and stops all the same (SIGKILL stops it without saving)")
+        if received is not None:
+            raise TrainingInterrupted(received)
         self.logger.console_logger.info("Finished Training")
 
     def iterate(self) -> None:

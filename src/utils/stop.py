@@ -2,16 +2,21 @@
 
 While training (and while it saves its final checkpoint) the first SIGINT or SIGTERM only asks the
 run to stop: the training loop finishes its iteration (or drops an unfinished episode batch), saves
-a final checkpoint and exits. A second signal interrupts at once (KeyboardInterrupt); a checkpoint
-being written then is rolled back. Code that may wait long (the parallel runner waiting on an env
-worker) polls `stop_requested()` so that a hung worker does not hold the stop up.
+a final checkpoint and exits with that signal's status. Signals that follow change nothing (a run
+under `timeout` whose process group is signalled too gets two at once; an impatient Ctrl-C): they are
+counted and the run still saves; SIGKILL stops it at once. Nothing can hang the stop: code that may
+wait long (the parallel runner waiting on an env worker) polls `stop_requested()` and gives up after
+a few seconds.
 """
 import signal
 import threading
 import time
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
-_request = {"name": None, "at": None}  # the first stop signal's name and time.monotonic(), while armed
+# The first stop signal's name and time.monotonic(), and how many stop signals came after it, while armed.
+_request = {"name": None, "at": None, "repeats": 0}
+# The first stop signal a StopSignals of this process received, and whether one has ended; kept after it exits.
+_stopping = {"name": None, "ended": False}
 
 
 def stop_requested() -> tuple[str, float] | None:
@@ -20,21 +25,23 @@ def stop_requested() -> tuple[str, float] | None:
 
 
 class StopSignals:
-    """Context in which the first SIGINT/SIGTERM is recorded (`received`) instead of raising, and a
-    second one raises KeyboardInterrupt; the previous handlers come back on exit.
+    """Context in which SIGINT/SIGTERM are recorded instead of raising: `received` names the first,
+    `repeats` counts those after it; the previous handlers come back on exit.
 
     Only the main thread can set signal handlers. Entered on another thread (a lane of a seed batch,
-    run/seed_batch.py, whose main thread holds the handlers), `received` is the stop signal the
-    process received."""
+    run/seed_batch.py, whose main thread holds the handlers), it reports what the process received."""
 
     def __init__(self):
-        self._received = None  # name of the first signal
-        self._previous = {}
         self._installed = False
+        self._previous = {}
 
     @property
     def received(self) -> str | None:
-        return self._received if self._installed else _request["name"]
+        return _request["name"]
+
+    @property
+    def repeats(self) -> int:
+        return _request["repeats"]
 
     def __enter__(self) -> "StopSignals":
         if threading.current_thread() is threading.main_thread():  # only there can handlers be set
@@ -46,13 +53,48 @@ class StopSignals:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         if self._installed:
-            _request.update(name=None, at=None)
+            _request.update(name=None, at=None, repeats=0)
+            _stopping["ended"] = True
 
-    def _handle(self, signum: int, _frame) -> None:
-        if self._received is not None:
-            raise KeyboardInterrupt
-        self._received = signal.Signals(signum).name
-        _request.update(name=self._received, at=time.monotonic())
+    @staticmethod
+    def _handle(signum: int, _frame) -> None:
+        if _request["name"] is not None:
+            _request["repeats"] += 1
+            return
+        _request.update(name=signal.Signals(signum).name, at=time.monotonic())
+        _stopping["name"] = _request["name"]
+
+
+class SignalInterrupt(KeyboardInterrupt):
+    """A stop signal that came before a run could stop by itself (main.py exits with its status)."""
+
+    def __init__(self, signal_name: str):
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
+class CommandSignals:
+    """The command line's handlers around a whole run (main thread): a stop signal before the training
+    loop listens (StopSignals) raises SignalInterrupt naming it (Python would say KeyboardInterrupt for
+    SIGINT and die at once on SIGTERM); once the run is stopping, or its loop has ended, later ones are
+    ignored, so that nothing cuts short the final checkpoint or the run's record."""
+
+    def __enter__(self) -> "CommandSignals":
+        for sig in SIGNALS:
+            signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        """The run is over and the process only exits: stop signals are ignored from here on (Python resets
+        its own handlers to the default while it shuts down, and the default would kill the process
+        with another status; SIGKILL still stops it)."""
+        for sig in SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+
+    @staticmethod
+    def _handle(signum: int, _frame) -> None:
+        if _stopping["name"] is None and not _stopping["ended"]:
+            raise SignalInterrupt(signal.Signals(signum).name)
 
 
 class StoppedWaiting(Exception):
