@@ -213,3 +213,77 @@ def test_a_fresh_virtual_environment_installs_the_package_without_torch_and_play
     installed = json.loads(out.read_text())
     for map_name in MAPS:
         assert installed[map_name] == json.loads(json.dumps(random_trace(TrainedEnv, map_name))), map_name
+
+
+class PackageEnvModel:
+    """What SMAC's interface promises, as the property test below checks it: the env is fresh (before any
+    reset, or after close), in an episode, or past its end; battles are counted once per finished episode."""
+
+    def __init__(self):
+        self.phase = "fresh"
+        self.battles = 0
+
+    def allows(self, call: str) -> bool:
+        if call == "step":
+            return self.phase == "running"
+        if call in ("get_obs", "get_state", "get_avail_actions"):
+            return self.phase != "fresh"
+        return True  # reset, close, get_env_info, get_stats (ZeroDivisionError before a battle, as SMAC)
+
+
+# Actions that are never one whole number per agent of 3m.
+BAD_ACTIONS = ([1.5, 1, 1], ["1", "1", "1"], [None, 1, 1], [True, 1, 1], [1, 1], [1, 1, 1, 1], [[1], [1], [1]],
+               np.ones((3, 1)), [1, 1, 99], [-1, 1, 1], "111", 7)
+
+
+CALLS = ["step", "reset", "close", "get_obs", "get_state", "get_avail_actions", "get_stats", "get_env_info"]
+CALL_WEIGHTS = [0.8, 0.02, 0.005, 0.04, 0.04, 0.04, 0.04, 0.015]
+
+
+def random_call(env, rng: np.random.Generator) -> tuple:
+    """A call drawn at random: (name, arguments), step with available, unavailable or malformed actions."""
+    # Mostly steps, so that episodes reach their end between the rarer resets and closes.
+    name = rng.choice(CALLS, p=CALL_WEIGHTS)
+    if name != "step":
+        return name, ()
+    kind = rng.choice(3, p=[0.8, 0.1, 0.1])
+    if kind == 0 and env._episode_over is not None:  # an available action per agent (valid while running)
+        return name, ([int(rng.choice(np.flatnonzero(avail))) for avail in env.get_avail_actions()],)
+    if kind == 1:
+        return name, (list(rng.integers(0, env.n_actions, env.n_agents)),)  # may be unavailable
+    return name, (BAD_ACTIONS[rng.integers(len(BAD_ACTIONS))],)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_any_sequence_of_calls_works_as_smacs_would_or_raises_one_clear_exception(seed):
+    """Random sequences of calls (reset, step with good and bad actions of many kinds and shapes, the get_*
+    calls, close, reset after close) against PackageEnvModel: each call works when SMAC's would, else
+    raises ValueError, RuntimeError, SMAC's AssertionError (an unavailable action) or ZeroDivisionError
+    (get_stats before a finished battle) with a one-line message; the stats count every finished battle
+    once."""
+    rng = np.random.default_rng(seed)
+    env, model = smac.StarCraft2Env(map_name="3m", seed=seed, backend="builtin"), PackageEnvModel()
+    for _ in range(1500):
+        name, args = random_call(env, rng)
+        try:
+            result = getattr(env, name)(*args)
+        except (ValueError, RuntimeError, AssertionError, ZeroDivisionError) as error:
+            assert "\n" not in str(error) and str(error), f"{name}{args}: {error!r}"
+            if not model.allows(name):  # outside an episode: said so, whatever the arguments
+                assert isinstance(error, RuntimeError) and "reset()" in str(error), f"{name}{args}: {error!r}"
+            elif name == "step":  # in an episode: the actions' fault
+                assert isinstance(error, (ValueError, AssertionError)), f"{name}{args}: {error!r}"
+            else:
+                assert name == "get_stats" and model.battles == 0, f"{name}{args}: {error!r}"
+            continue
+        assert model.allows(name), f"{name}{args} should have been refused in phase {model.phase}"
+        if name == "reset":
+            model.phase = "running"
+        elif name == "close":
+            model.phase = "fresh"
+        elif name == "step" and result[1]:
+            model.phase, model.battles = "ended", model.battles + 1
+        elif name == "get_stats":
+            assert result["battles_game"] == model.battles and result["battles_won"] <= result["battles_game"]
+    assert model.battles >= 3  # the sequence ended episodes, and stepped on after some
+    env.close()

@@ -220,6 +220,7 @@ class StarCraft2Env(MultiAgentEnv):
         self.backend = backend if engine is not None else select_backend(backend, self._engine_map)
         self._record_replay = record_replay
         self._engine = engine
+        self._engine_given = engine is not None
         self._launched = False
         self._episode_over: bool | None = None  # None before the first reset(), then whether its episode has ended
         self._episode_count = 0
@@ -1059,5 +1060,11 @@ class StarCraft2Env(MultiAgentEnv):
         return self._engine.save_replay(self.replay_dir, self.replay_prefix or self.map_name)
 
     def close(self) -> None:
+        """Close the game. The env is then as before its first reset(), whose call launches a new game (an
+        engine handed to the constructor is kept and reset again)."""
         if self._engine is not None:
             self._engine.close()
+        if not self._engine_given:
+            self._engine = None
+        self._launched = False
+        self._episode_over = None
