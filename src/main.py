@@ -424,8 +424,14 @@ def new_entries(updates: dict, config: dict) -> dict:
 
 
 def check_writable(folder: str) -> None:
-    """Create `folder` (a run's sacred folder) or say in one line why it cannot be, before anything
-    is written there."""
+    """Say in one line why `folder` (a run's sacred folder) cannot be written, before the run starts; the
+    folders made to find out are removed again (sacred makes them when the run starts: a run refused
+    before then leaves nothing)."""
+    made = []
+    path = os.path.abspath(folder)
+    while not os.path.exists(path):
+        made.append(path)
+        path = os.path.dirname(path)
     try:
         os.makedirs(folder, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder):
@@ -433,6 +439,10 @@ def check_writable(folder: str) -> None:
     except OSError as error:
         raise UsageError(f"cannot write results to {folder} ({error.strerror or error}): choose another "
                          f"local_results_path") from None
+    finally:
+        for path in made:  # deepest first
+            if os.path.isdir(path) and not os.listdir(path):
+                os.rmdir(path)
 
 
 def observer_dir(config: dict, updates: dict) -> str:
@@ -475,6 +485,7 @@ def main(argv: list) -> int:
         seeds = batch_seeds(config, updates)
         file_obs_path = observer_dir(config, updates)
         check_writable(file_obs_path)
+        command = sacred_command(params)
     except UsageError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         return USAGE_EXIT_CODE
@@ -485,14 +496,53 @@ def main(argv: list) -> int:
     logger.info(f"Saving to FileStorageObserver in {file_obs_path}.")
     with CommandSignals():
         if seeds is not None:
-            return run_seed_batch(params, seeds, config, prog)
-        ex.observers.append(FileStorageObserver(file_obs_path))
-        try:
-            ex.run_commandline(params)
-        except KeyboardInterrupt as interrupt:
-            # The training loop saved a final checkpoint (save_model=True) and closed the env workers.
-            return interrupted_exit_code(interrupt, prog)
+            return run_seed_batch(command, seeds, config, prog)
+        return run_single(command, file_obs_path, prog)
+
+
+def run_single(command: "SacredCommand", folder: str, prog: str) -> int:
+    """The sacred run of `command`, recorded in `folder`; its exit status (0, a stop signal's, or that of
+    the error it says in one line)."""
+    ex.observers.append(FileStorageObserver(folder))
+    try:
+        ex.run(command.name, command.updates, command.named_configs, {}, {}, command.options)
+    except KeyboardInterrupt as interrupt:
+        # The training loop saved a final checkpoint (save_model=True) and closed the env workers.
+        return interrupted_exit_code(interrupt, prog)
+    except SacredError as error:
+        if command.options.get("--debug") or command.options.get("--pdb"):
+            raise  # sacred's --debug: the traceback
+        return error_exit_code(error, prog)
     return 0
+
+
+class SacredCommand(NamedTuple):
+    """Sacred's command line: the command (main), `with` updates, named configs and sacred's options."""
+    name: str
+    updates: dict
+    named_configs: list
+    options: dict
+
+
+def sacred_command(params: list) -> SacredCommand:
+    """Sacred's command line in `params`, read as Experiment.run_commandline reads it (which main.py does
+    not call, so that it can say a run's errors in its own style); UsageError for a command sacred does
+    not know."""
+    _short_usage, _usage, internal_usage = ex.get_usage()
+    options = docopt(internal_usage, [str(token) for token in params[1:]], default_help=False)
+    command = options.get("COMMAND") or ex.default_command
+    problem = ex._check_command(command)
+    if problem:
+        raise UsageError(problem.removeprefix("Error: "))
+    updates, named_configs = get_config_updates(options["UPDATE"])
+    return SacredCommand(command, updates, named_configs, options)
+
+
+def error_exit_code(error: SacredError, prog: str, label: str = "") -> int:
+    """Say in one line, in the command line's style, why the run stopped; the exit status: 2 for bad
+    input (InputError: settings, files, checkpoints), 1 for a run that failed (RunFailed and others)."""
+    print(f"{prog}: {label}error: {error}", file=sys.stderr)
+    return USAGE_EXIT_CODE if isinstance(error, InputError) else 1
 
 
 def interrupted_exit_code(interrupt: KeyboardInterrupt, prog: str, label: str = "") -> int:
@@ -520,30 +570,23 @@ def batch_seeds(config: dict, updates: dict) -> dict[int, str | None] | None:
 
 
 class SeedBatch(NamedTuple):
-    """What each run of a seed batch is started with: sacred's command, the command line's updates and
-    options, the merged config files (`config`), the runs' name (`{seed}` in it becomes each run's seed),
-    each seed's models folder to resume (or None) and the program's name for messages."""
-    command: str
-    updates: dict
-    named_configs: list
-    options: dict
+    """What each run of a seed batch is started with: sacred's command line, the merged config files
+    (`config`), the runs' name (`{seed}` in it becomes each run's seed), each seed's models folder to
+    resume (or None) and the program's name for messages."""
+    command: SacredCommand
     config: dict
     name: str
     checkpoints: dict
     prog: str
 
 
-def run_seed_batch(params: list, seeds: dict[int, str | None], config: dict, prog: str) -> int:
+def run_seed_batch(command: SacredCommand, seeds: dict[int, str | None], config: dict, prog: str) -> int:
     """Run one sacred run per seed side by side in this process (run/seed_batch.py), each recorded as
     the run `seed=N` would be, plus its place in the batch (config key seed_batch). `seeds` maps each
     seed to the models folder it resumes (resume=True), else None; `config`: the merged config files,
     before the command line's updates. The runs start one after the other; once one has failed before
     training, the rest are not started."""
-    _short_usage, _usage, internal_usage = ex.get_usage()
-    options = docopt(internal_usage, [str(token) for token in params[1:]], default_help=False)
-    updates, named_configs = get_config_updates(options["UPDATE"])
-    batch = SeedBatch(options.get("COMMAND") or ex.default_command, updates, named_configs, options, config,
-                      str(updates.get("name", config["name"])), seeds, prog)
+    batch = SeedBatch(command, config, str(command.updates.get("name", config["name"])), seeds, prog)
     logger.info(f"{len(seeds)} runs side by side in this process, seeds {', '.join(map(str, seeds))}")
     with StopSignals():  # the runs' threads see the signals this thread receives (utils/stop.py)
         statuses = run_lanes(list(seeds), functools.partial(run_one_seed, batch), wait=wait_for_lanes)
@@ -555,18 +598,18 @@ def run_one_seed(batch: SeedBatch, seed: int) -> int:
     records one run at a time); returns its exit status, having said in one line why it is not 0."""
     label = f"seed {seed}"
     set_thread_label(f"{label} | ")
-    updates = recursive_dict_update(copy.deepcopy(batch.updates), lane_updates(seed, batch.checkpoints[seed]))
+    command = batch.command
+    updates = recursive_dict_update(copy.deepcopy(command.updates), lane_updates(seed, batch.checkpoints[seed]))
     if "{seed}" in batch.name:
         updates["name"] = batch.name.replace("{seed}", str(seed))
     try:
-        run = ex._create_run(batch.command, updates, batch.named_configs, {}, {}, batch.options)
+        run = ex._create_run(command.name, updates, command.named_configs, {}, {}, command.options)
         run.observers = [FileStorageObserver(observer_dir(batch.config, updates))]
         run()
     except KeyboardInterrupt as interrupt:
         return interrupted_exit_code(interrupt, batch.prog, f"{label}: ")
     except SacredError as error:
-        print(f"{batch.prog}: {label}: {error}", file=sys.stderr)
-        return 1
+        return error_exit_code(error, batch.prog, f"{label}: ")
     except Exception:
         print(f"{batch.prog}: {label} failed:\n{traceback.format_exc()}", file=sys.stderr)
         return 1
@@ -574,8 +617,9 @@ def run_one_seed(batch: SeedBatch, seed: int) -> int:
 
 
 def batch_exit_status(seeds: list[int], statuses: list[int | None], prog: str) -> int:
-    """A stop signal's status if one stopped the runs, else 1 if any failed or was not started, else 0
-    (`statuses`: each seed's, None for one never started, which is said in one line)."""
+    """A stop signal's status if one stopped the runs, else the highest of the runs' (2 bad input, 1 failed),
+    else 1 if some were not started, else 0 (`statuses`: each seed's, None for one never started, which
+    is said in one line)."""
     not_started = [seed for seed, status in zip(seeds, statuses) if status is None]
     if not_started:
         print(f"{prog}: seeds {', '.join(map(str, not_started))} not started: the run of seed "
@@ -584,7 +628,7 @@ def batch_exit_status(seeds: list[int], statuses: list[int | None], prog: str) -
     stopped = [status for status in ended if status > 128]
     if stopped:
         return stopped[0]
-    return 1 if not_started or any(ended) else 0
+    return max(ended, default=0) or (1 if not_started else 0)
 
 
 def wait_for_lanes(threads: list) -> None:

@@ -124,23 +124,27 @@ def test_impossible_settings_are_rejected(qmix_sc2, updates, message):
     assert str(error.value).startswith(message)
 
 
-@pytest.mark.parametrize("argv, code, message", [
-    (["batch_szie=8"], 2, "main.py: error: unknown config key 'batch_szie' (with batch_szie=8); "
-                                  "did you mean 'batch_size'?"),
-    (["batch_size_run=abc"], 2, "main.py: error: batch_size_run='abc' has the wrong type"),
-    (["batch_size=16", "buffer_size=8"], 1, "InputError: batch_size=16 is larger than buffer_size=8"),
-    (["buffer_size=1000000000000", *SMALL[:4], "runner=episode", "batch_size_run=1"], 1,
-     "InputError: the replay buffer needs "),
+@pytest.mark.parametrize("argv, message, before_the_run", [
+    (["batch_szie=8"], "main.py: error: unknown config key 'batch_szie' (with batch_szie=8); "
+                       "did you mean 'batch_size'?", True),
+    (["batch_size_run=abc"], "main.py: error: batch_size_run='abc' has the wrong type", True),
+    (["batch_size=16", "buffer_size=8"], "main.py: error: batch_size=16 is larger than buffer_size=8", False),
+    (["buffer_size=1000000000000", *SMALL[:4], "runner=episode", "batch_size_run=1"],
+     "main.py: error: the replay buffer needs ", False),
 ])
-def test_command_line_mistakes_give_one_line(tmp_path, argv, code, message):
+def test_command_line_mistakes_give_one_line(tmp_path, argv, message, before_the_run):
+    """Every mistake in one style and with one status, whether found before the run (the only line) or
+    by the run (its last line, after the run's log); a run refused before it starts leaves no results
+    folder (one refused by its set-up leaves its FAILED record)."""
     proc = run_main("--config=qmix", "--env-config=one_step_matrix_game", "with",
                     f"local_results_path={tmp_path}", *argv)
     lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == code
+    assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert lines[-1].startswith(message)
-    if code == 2:
+    if before_the_run:
         assert len(lines) == 1
+    assert (tmp_path / "sacred").exists() == (message.startswith("main.py: error: the replay buffer"))
 
 
 def bad_config_dir(tmp_path, name: str, text: str) -> str:
@@ -183,9 +187,9 @@ def test_checkpoint_without_models_gives_one_line(tmp_path):
     proc = run_main("--config=qmix", "--env-config=one_step_matrix_game", "with", f"local_results_path={tmp_path}",
                     "evaluate=True", f"checkpoint_path={tmp_path / 'empty'}", "runner=episode", "batch_size_run=1",
                     *SMALL)
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == (
-        f"InputError: checkpoint_path '{tmp_path / 'empty'}' has no saved models (sub-folders named by t_env, "
+        f"main.py: error: checkpoint_path '{tmp_path / 'empty'}' has no saved models (sub-folders named by t_env, "
         f"written when save_model=True)")
 
 
@@ -251,8 +255,8 @@ def test_a_damaged_pymarl2_checkpoint_is_one_line(tmp_path):
     (saved / "mixer.th").write_bytes((saved / "mixer.th").read_bytes()[:200])  # truncated
     proc = run_main("--config=qmix", "--env-config=one_step_matrix_game", "with", f"local_results_path={tmp_path}",
                     "evaluate=True", f"checkpoint_path={saved.parent}", "runner=episode", "batch_size_run=1", *SMALL)
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines()[-1].startswith(f"InputError: no complete checkpoint in {saved.parent}: "
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith(f"main.py: error: no complete checkpoint in {saved.parent}: "
                                                            f"checkpoint {saved} is damaged: mixer.th cannot be read")
 
 
@@ -268,7 +272,7 @@ def test_a_full_disk_while_saving_is_one_line_and_leaves_no_partial_checkpoint(t
                         "batch_size_run=1", "use_cuda=False", "buffer_size=8", "batch_size=4")
         assert proc.returncode == 1 and "Traceback" not in proc.stderr
         last = proc.stderr.strip().splitlines()[-1]
-        assert last.startswith("RunFailed: could not write checkpoint ") and "(No space left on device: " in last
+        assert last.startswith("main.py: error: could not write checkpoint ") and "(No space left on device: " in last
         (token,) = os.listdir(disk / "models")
         assert all(name.isdigit() for name in os.listdir(disk / "models" / token))  # no temporary folder left
     finally:

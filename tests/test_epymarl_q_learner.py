@@ -163,6 +163,6 @@ def test_iql_learns_from_each_agents_reward_and_a_mixer_refuses_them(tmp_path):
     info = read_json(run_dir(str(tmp_path), "Foraging-8x8-2p-3f-v3", "iql_epymarl", 1), "info.json")
     assert info["agent_1_return_mean"] and np.all(np.isfinite(info["loss"]))
     refused = run_main("--config=qmix_epymarl", *common)
-    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert refused.stderr.strip().splitlines()[-1].startswith(
-        "InputError: common_reward=False (a reward per agent): the qmix mixer learns one team value")
+        "main.py: error: common_reward=False (a reward per agent): the qmix mixer learns one team value")

@@ -298,15 +298,15 @@ def test_mappo_trains_on_each_agents_own_reward_and_logs_epymarls_stats(tmp_path
 
 @pytest.mark.parametrize("config, env, overrides, message", [
     ("qmix", "gymma", ["env_args.key=pz-mpe-simple-sprad-v3"],
-     "InputError: env_args.key='pz-mpe-simple-sprad-v3' names no env"),
+     "main.py: error: env_args.key='pz-mpe-simple-sprad-v3' names no env"),
     ("qmix", "gymma", [f"env_args.key={SPREAD}", "common_reward=False"],
-     "InputError: common_reward=False (a reward per agent): nq_learner trains on one team reward; the learners"),
-    ("mappo", "sc2", ["common_reward=False"], "InputError: common_reward=False (a reward per agent) needs a gymma "
+     "main.py: error: common_reward=False (a reward per agent): nq_learner trains on one team reward; the learners"),
+    ("mappo", "sc2", ["common_reward=False"], "main.py: error: common_reward=False (a reward per agent) needs a gymma "
                                               "task: sc2 gives one team reward"),
     ("mappo", "gymma", [f"env_args.key={SPREAD}", "reward_scalarisation=max"],
-     "InputError: reward_scalarisation='max'; choose one of: sum, mean"),
+     "main.py: error: reward_scalarisation='max'; choose one of: sum, mean"),
 ])
 def test_bad_gymma_settings_give_one_line_before_any_worker_starts(tmp_path, config, env, overrides, message):
     proc = run_main(f"--config={config}", f"--env-config={env}", "with", *overrides, f"local_results_path={tmp_path}")
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith(message)

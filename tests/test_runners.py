@@ -329,8 +329,8 @@ def test_impossible_env_processes_are_rejected(mode, save_replay, message):
 def test_bad_env_processes_gives_one_line(tmp_path):
     proc = run_main("--config=qmix", "--env-config=one_step_matrix_game", "with", f"local_results_path={tmp_path}",
                     "env_processes=thread", "use_cuda=False", "rnn_hidden_dim=8", "buffer_size=8", "batch_size=4")
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines()[-1].startswith("InputError: env_processes='thread' is not one of ")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("main.py: error: env_processes='thread' is not one of ")
 
 
 def test_worker_error_reaches_the_parent():

@@ -128,7 +128,8 @@ def test_a_refused_batch_is_one_line_exit_2_and_leaves_nothing(tmp_path):
 
 def test_a_batch_too_large_for_the_memory_stops_at_its_first_run(tmp_path):
     result = run_main(*SMALL, "seeds=[1,2,3]", "buffer_size=100000000", f"local_results_path={tmp_path}")
-    assert result.returncode == 1
+    assert result.returncode == 2
+    assert "main.py: seed 1: error: the replay buffer needs" in result.stderr
     assert "for 3 seeds in one process" in result.stderr and "run fewer seeds at once" in result.stderr
     assert "seeds 2, 3 not started: the run of seed 1 failed before training" in result.stderr
 
