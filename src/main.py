@@ -45,13 +45,14 @@ from envs.starcraft.smacv2_configs import check_scenario_name, read_config_file,
 from run import checkpoint  # noqa: E402
 from run import REGISTRY as run_REGISTRY  # noqa: E402
 from run.run import unique_token  # noqa: E402
-from run.seed_batch import batch_checkpoints, check_seeds, lane_record, lane_updates, run_lanes  # noqa: E402
+from run.seed_batch import (batch_checkpoints, batch_outcome, check_seeds, lane_record, lane_updates,  # noqa: E402
+                             run_lanes)
 from runners.parallel_runner import EnvWorkerError  # noqa: E402
 from runners.runner_base import env_seeds  # noqa: E402
 from utils.config_check import UsageError, env_arg_kinds, normalise_file, normalise_overrides, range_error  # noqa: E402
 from utils.logging import get_logger, set_thread_label  # noqa: E402
 from utils.run_index import flatten, run_kind  # noqa: E402
-from utils.stop import CommandSignals, StopSignals  # noqa: E402
+from utils.stop import CommandSignals, StopSignals, ignore_stop_signals  # noqa: E402
 from utils.th_utils import resolve_train_precision  # noqa: E402
 
 SRC_DIR = dirname(abspath(__file__))
@@ -119,8 +120,9 @@ def complete_config(config: dict, command_name: str, logger) -> dict:
     if config["learner"] in EPYMARL_LEARNERS and "hidden_dim" in COMMAND_LINE_KEYS \
             and "rnn_hidden_dim" not in COMMAND_LINE_KEYS:
         updates["rnn_hidden_dim"] = config["hidden_dim"]  # EPyMARL's one width for agent and critic
-    if lane_record() is not None:
-        updates["seed_batch"] = lane_record()  # this run's place in its seed batch (run/seed_batch.py)
+    batch_record = lane_record()
+    if batch_record is not None:
+        updates["seed_batch"] = batch_record  # this run's place in its seed batch (run/seed_batch.py)
     updates["unique_token"] = unique_token(recursive_dict_update(copy.deepcopy(config), copy.deepcopy(updates)))
     if config["env"] in STARCRAFT_ENVS and config["save_replay"]:
         updates["env_args"]["replay_prefix"] = config["env_args"].get("replay_prefix") or updates["unique_token"]
@@ -424,25 +426,20 @@ def new_entries(updates: dict, config: dict) -> dict:
 
 
 def check_writable(folder: str) -> None:
-    """Say in one line why `folder` (a run's sacred folder) cannot be written, before the run starts; the
-    folders made to find out are removed again (sacred makes them when the run starts: a run refused
-    before then leaves nothing)."""
-    made = []
-    path = os.path.abspath(folder)
-    while not os.path.exists(path):
-        made.append(path)
-        path = os.path.dirname(path)
+    """Say in one line why `folder` (a run's sacred folder) cannot be written, before the run starts. It is
+    not made here (sacred makes it when the run starts, so that a run refused before then leaves no empty
+    folder): its deepest existing parent is tried instead."""
+    parent = os.path.abspath(folder)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
     try:
-        os.makedirs(folder, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):
+        if not os.path.isdir(parent):
+            raise NotADirectoryError(f"{parent} is a file")
+        with tempfile.TemporaryFile(dir=parent):
             pass
     except OSError as error:
         raise UsageError(f"cannot write results to {folder} ({error.strerror or error}): choose another "
                          f"local_results_path") from None
-    finally:
-        for path in made:  # deepest first
-            if os.path.isdir(path) and not os.listdir(path):
-                os.rmdir(path)
 
 
 def observer_dir(config: dict, updates: dict) -> str:
@@ -584,13 +581,17 @@ def run_seed_batch(command: SacredCommand, seeds: dict[int, str | None], config:
     """Run one sacred run per seed side by side in this process (run/seed_batch.py), each recorded as
     the run `seed=N` would be, plus its place in the batch (config key seed_batch). `seeds` maps each
     seed to the models folder it resumes (resume=True), else None; `config`: the merged config files,
-    before the command line's updates. The runs start one after the other; once one has failed before
-    training, the rest are not started."""
+    before the command line's updates. The runs start one after the other (run/seed_batch.py's
+    run_lanes); the exit status is batch_outcome's."""
     batch = SeedBatch(command, config, str(command.updates.get("name", config["name"])), seeds, prog)
     logger.info(f"{len(seeds)} runs side by side in this process, seeds {', '.join(map(str, seeds))}")
-    with StopSignals():  # the runs' threads see the signals this thread receives (utils/stop.py)
-        statuses = run_lanes(list(seeds), functools.partial(run_one_seed, batch), wait=wait_for_lanes)
-    return batch_exit_status(list(seeds), statuses, prog)
+    with StopSignals() as stop:  # the runs' threads see the signals this thread receives (utils/stop.py)
+        lanes = run_lanes(list(seeds), functools.partial(run_one_seed, batch))
+        stopped_by = stop.received
+    problem, status = batch_outcome(lanes, stopped_by)
+    if problem:
+        print(f"{prog}: {problem}", file=sys.stderr)
+    return status
 
 
 def run_one_seed(batch: SeedBatch, seed: int) -> int:
@@ -616,37 +617,7 @@ def run_one_seed(batch: SeedBatch, seed: int) -> int:
     return 0
 
 
-def batch_exit_status(seeds: list[int], statuses: list[int | None], prog: str) -> int:
-    """A stop signal's status if one stopped the runs, else the highest of the runs' (2 bad input, 1 failed),
-    else 1 if some were not started, else 0 (`statuses`: each seed's, None for one never started, which
-    is said in one line)."""
-    not_started = [seed for seed, status in zip(seeds, statuses) if status is None]
-    if not_started:
-        print(f"{prog}: seeds {', '.join(map(str, not_started))} not started: the run of seed "
-              f"{seeds[len(seeds) - len(not_started) - 1]} failed before training", file=sys.stderr)
-    ended = [status for status in statuses if status is not None]
-    stopped = [status for status in ended if status > 128]
-    if stopped:
-        return stopped[0]
-    return max(ended, default=0) or (1 if not_started else 0)
-
-
-def wait_for_lanes(threads: list) -> None:
-    """Start the lanes one after the other, each once the one before has set up and started training
-    (or ended), and wait for them all; the waits are short, so that the main thread handles stop
-    signals. A run that ends with an error before training (a setting that fails at set-up would fail
-    the same way for every seed) keeps the rest from starting."""
-    for previous, thread in zip([None, *threads], threads):
-        if previous is not None:
-            while not previous.training.is_set() and previous.is_alive():
-                previous.join(timeout=0.2)
-            if not previous.training.is_set() and previous.outcome:
-                return
-        thread.start()
-    for thread in threads:
-        while thread.is_alive():
-            thread.join(timeout=0.2)
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    exit_status = main(sys.argv)
+    ignore_stop_signals()  # a late signal must not change the exit status (utils/stop.py)
+    sys.exit(exit_status)

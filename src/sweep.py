@@ -49,6 +49,7 @@ from typing import Any, Callable, NamedTuple, Optional
 from main import (REPO_DIR, SRC_DIR, USAGE_EXIT_CODE, UsageError, build_config, checked_params,
                   command_line_updates, observer_dir, recursive_dict_update, results_path)
 from run.checkpoint import CheckpointNotFound, saved_steps
+from run.seed_batch import MAX_SEEDS
 from utils.run_index import flatten, get_dotted, has_dotted, nested
 
 # Short names of common grid keys in run names; other keys appear as `<key>=<value>`.
@@ -67,7 +68,7 @@ ALIASES = {
     "t_max": "tmax",
 }
 # The sweep sets these itself in every run.
-RESERVED_KEYS = ("name", "seed", "checkpoint_path", "resume")
+RESERVED_KEYS = ("name", "seed", "seeds", "seed_batch", "checkpoint_path", "resume")
 # A RUNNING run whose sacred heartbeat (every 10 s) is older than this is taken as dead.
 STALE_HEARTBEAT_S = 120
 POLL_S = 0.5
@@ -240,6 +241,8 @@ class Sweep:
         unless one is given."""
         fixed = flatten(updates)
         fixed.update({"save_model": True, "use_tensorboard": True, "local_results_path": self.results})
+        if self.options.batch_seeds:  # what a seed batch trains with: the runs that go alone too
+            fixed["learner_threads"] = 1
         if "save_model_interval" not in fixed:
             fixed["save_model_interval"] = max(1, int(self.config["t_max"]) // 10)
         return fixed
@@ -273,14 +276,17 @@ class Sweep:
                 batches.setdefault(json.dumps(run.point, sort_keys=True), []).append(run)
             else:
                 jobs.append(self.single_job(run))
-        for runs in batches.values():
-            if len(runs) == 1:
-                jobs.append(self.single_job(runs[0]))
-                continue
-            name = run_name(self.prefix, runs[0].point, "-".join(str(run.seed) for run in runs))
-            action = "restart" if any(run.action == "restart" for run in runs) else "start"
-            jobs.append(Job(name, runs, self.batch_argv(runs), os.path.join(self.log_dir, f"{name}.log"), action))
+        for point_runs in batches.values():
+            for first in range(0, len(point_runs), MAX_SEEDS):  # a batch holds at most MAX_SEEDS seeds
+                runs = point_runs[first:first + MAX_SEEDS]
+                jobs.append(self.single_job(runs[0]) if len(runs) == 1 else self.batch_job(runs))
         return jobs
+
+    def batch_job(self, runs: list) -> Job:
+        """`runs` (one point's) as one seed batch, named and logged after its first and last seed."""
+        name = run_name(self.prefix, runs[0].point, f"{runs[0].seed}-{runs[-1].seed}")
+        action = "restart" if any(run.action == "restart" for run in runs) else "start"
+        return Job(name, runs, self.batch_argv(runs), os.path.join(self.log_dir, f"{name}.log"), action)
 
     def single_job(self, run: SweepRun) -> Job:
         checkpoint = run.checkpoint if run.action == "resume" else ""
@@ -674,7 +680,7 @@ def run_sweep(sweep: Sweep, executor_factory: Callable, max_parallel: int, echo:
             for name, returncode in executor.finished():
                 running.discard(name)
                 for run in by_name[name].runs:
-                    finish(sweep, run, returncode, progress, echo)
+                    finish(sweep, run, returncode, progress, echo, batched=len(by_name[name].runs) > 1)
                 changed = True
             if changed:
                 sweep.write_manifest()
@@ -722,13 +728,16 @@ def launch(executor, job: Job, echo: Callable) -> None:
     echo(f"[sweep] {how}: {names}" + (" (one process, seeds side by side)" if len(job.runs) > 1 else ""))
 
 
-def finish(sweep: Sweep, run: SweepRun, returncode: int, progress: Progress, echo: Callable) -> None:
+def finish(sweep: Sweep, run: SweepRun, returncode: int, progress: Progress, echo: Callable,
+           batched: bool = False) -> None:
+    """Record how `run` ended: completed when its sacred record says so and, unless it ran in a seed batch
+    (whose exit status is all its runs'), its process exited with 0."""
     run.returncode = returncode
     run.duration_s = round(time.time() - run.started, 1)
     folders = matching_runs(sweep.sacred_dir(run), sweep.identity(run))
     run.sacred_run = folders[-1].folder if folders else ""
     run.unique_token = folders[-1].config.get("unique_token", "") if folders else ""
-    completed = returncode == 0 and bool(folders) and folders[-1].status == "COMPLETED"
+    completed = (returncode == 0 or batched) and bool(folders) and folders[-1].status == "COMPLETED"
     run.state = "completed" if completed else "failed"
     if completed:
         progress.durations.append(run.duration_s)

@@ -223,3 +223,31 @@ def test_the_runs_of_a_batch_are_seeds_of_one_setting_for_the_table_and_the_plot
     assert "| 1, 2, 3 |" in row
     runs = plot.load_runs([folder], "test_return_mean")
     assert [len(group) for group in plot.group_runs(runs, []).values()] == [3]
+
+
+def test_a_stop_while_a_later_seed_sets_up_saves_the_started_seeds_and_names_the_others(tmp_path):
+    """SIGTERM while seed 2 fills its replay buffer (seed 3 not started yet): seeds 1 and 2 stop and save,
+    seed 3 is named as not started, the process waits for them all and exits 143."""
+    log_path = tmp_path / "output.txt"
+    argv = [sys.executable, MAIN, *SMALL[:4], "seeds=[1,2,3]", "t_max=10000000", "batch_size=256",
+            "buffer_size=256", "test_interval=100000", "save_model=True", "save_model_interval=100000000",
+            f"local_results_path={tmp_path}"]
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(argv, cwd=REPO, env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=log,
+                                stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 90
+        while "seed 2 | Beginning training" not in log_path.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    finally:
+        proc.kill()
+    output = log_path.read_text()
+    assert "main.py: seeds 3 not started: stopped by SIGTERM" in output
+    runs = runs_by_seed(str(tmp_path))
+    assert sorted(runs) == [1, 2]
+    for seed, folder in runs.items():
+        assert read_json(folder, "run.json")["status"] == "INTERRUPTED"
+        token = read_json(folder, "config.json")["unique_token"]
+        assert os.listdir(tmp_path / "models" / token)  # its final checkpoint

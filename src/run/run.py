@@ -33,7 +33,7 @@ from envs.starcraft.backend import builtin_sources_digest
 from learners import REGISTRY as le_REGISTRY
 from run import checkpoint
 from run.checkpoint import checkpoint_step  # noqa: F401  (importable from here, as before checkpoint.py)
-from run.seed_batch import batch_size_of, released
+from run.seed_batch import released, runs_to_come
 from runners import REGISTRY as r_REGISTRY
 from utils.allocator import keep_freed_memory
 from utils.logging import Logger
@@ -234,7 +234,7 @@ def setup_learning(args: SimpleNamespace, runner, logger: Logger) -> tuple:
     # One extra step holds the final state and the action chosen in it.
     max_seq_length = env_info["episode_limit"] + 1
     check_buffer_memory(args.buffer_size, ReplayBuffer.storage_bytes(scheme, groups, preprocess), max_seq_length,
-                        buffer_device, logger, copies=batch_size_of(vars(args)))
+                        buffer_device, logger, copies=runs_to_come(vars(args)))
     if args.use_per:
         buffer = PrioritizedReplayBuffer(scheme, groups, args.buffer_size, max_seq_length, args.per_alpha,
                                          args.per_beta, args.t_max, preprocess=preprocess, device=buffer_device)
@@ -273,8 +273,8 @@ def check_buffer_memory(buffer_size: int, sizes: StorageBytes, max_seq_length: i
                         logger: Logger, copies: int = 1) -> None:
     """Log the replay buffer's bytes per step and its size if every episode lasted max_seq_length - 1
     env steps; warn when that worst case would not fit in memory, and stop at once (ValueError)
-    when even episodes of one step would not. `copies`: the replay buffers of this size the process
-    will hold (one per seed of a seed batch, whose first run checks for all).
+    when even episodes of one step would not. `copies`: the replay buffers of this size still to be
+    filled in the process (a seed batch's runs from this one on).
 
     Episodes are stored at their own length, so the real size lies between the two.
     """

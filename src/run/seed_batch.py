@@ -13,7 +13,9 @@ A lane gives the baton up only around its training step (TrainingLoop.timed_step
 the supported learners draw no random numbers there and write only to their own objects, so while
 one lane trains, another collects episodes with the baton; the training step's matmuls run outside
 Python's lock, which is where a batch of seeds gains on one run (see docs/speed.md). At most one lane
-per core trains at once. Everything else is serialised, in the order the lanes ask for the baton.
+per core trains at once. Everything else is serialised (in no set order: the order does not change a
+lane's numbers). A lane keeps the baton while it waits for its env workers, so a hung worker holds the
+other seeds up until the runner gives up on it (env_worker_timeout).
 
 Every lane trains with learner_threads=1 (recorded in its config.json): torch's thread count is one
 per process, and on some CPUs a matmul's result depends on it, so a seed of a batch equals the single
@@ -24,6 +26,7 @@ import functools
 import os
 import random
 import secrets
+import signal
 import sys
 import threading
 from typing import Callable, Iterator
@@ -34,6 +37,7 @@ import torch as th
 from run import checkpoint
 from runners.parallel_runner import usable_cores
 from utils.logging import route_log_records
+from utils.stop import stop_requested
 
 # Learners whose training step (learner.train) draws no random numbers and touches no process-wide state,
 # so that it may run beside another lane's collection.
@@ -81,8 +85,9 @@ def check_batch_settings(config: dict) -> None:
         raise ValueError(f"seeds: learner {config['learner']} cannot train seeds side by side; the learners that "
                          f"can: {', '.join(SUPPORTED_LEARNERS)} ({SUPPORTED_CONFIGS}); run one seed at a time "
                          f"with seed=N, or a sweep (src/sweep.py)")
-    if config.get("evaluate"):
-        raise ValueError("seeds with evaluate=True: not supported; evaluate each seed's checkpoint alone")
+    for key in ("evaluate", "save_replay"):
+        if config.get(key):
+            raise ValueError(f"seeds with {key}=True: not supported; evaluate each seed's checkpoint alone")
     if config.get("resume") and config.get("load_step"):
         raise ValueError(f"seeds with resume=True resume each seed's newest checkpoint; load_step="
                          f"{config['load_step']} picks one of a single run: resume that run alone")
@@ -136,9 +141,9 @@ def _newest_state(folder: str) -> dict | None:
 
 
 def training_slots() -> int:
-    """How many lanes may train at once: one per core. On 2 cores, 4 seeds of qmix on the null env
-    collected 1.6x as fast as one run with 2 slots, 1.4x with 4 (a training thread per lane, the
-    collecting lane slowed by the crowd) and 0.95x with 1 (docs/speed.md)."""
+    """How many lanes may train at once: one per core. On 2 cores, 4 seeds of qmix on the null env took
+    2,293 env steps/s together with 2 slots, 1,969 with 4 (a training thread per lane, the collecting
+    lane slowed by the crowd) and 1,357 with 1 (docs/speed.md)."""
     return usable_cores()
 
 
@@ -149,9 +154,11 @@ def lane_record() -> dict | None:
     return dict(thread.record) if isinstance(thread, LaneThread) else None
 
 
-def batch_size_of(config: dict) -> int:
-    """How many runs share this process: the size of the seed batch the run belongs to, else 1."""
-    return (config.get("seed_batch") or {}).get("size", 1)
+def runs_to_come(config: dict) -> int:
+    """This run and those of its seed batch that start after it (each with a replay buffer of its own: the
+    memory check counts theirs too, the earlier runs' already hold theirs); 1 outside a batch."""
+    batch = config.get("seed_batch") or {}
+    return batch["size"] - batch["index"] if batch else 1
 
 
 class Lane:
@@ -221,34 +228,68 @@ def released() -> Iterator[None]:
     if not isinstance(thread, LaneThread):
         yield
         return
-    thread.training.set()
+    thread.has_trained.set()
     with thread.baton.training_without(thread.lane):
         yield
 
 
 class LaneThread(threading.Thread):
     """Runs `body` (one seed's whole run) as a lane. `outcome`: its exit status once it has ended (None
-    before); `training` is set once it first gives the baton up for a training step (its set-up done)."""
+    before, and for a lane never started); `has_trained` is set once it first gives the baton up for a
+    training step (its set-up done)."""
 
-    def __init__(self, baton: Baton, lane: Lane, body: Callable[[], int], record: dict):
+    def __init__(self, baton: Baton, lane: Lane, seed: int, body: Callable[[], int], record: dict):
         super().__init__(name=f"lane {lane.label}", daemon=True)
-        self.baton, self.lane, self.body, self.record = baton, lane, body, record
+        self.baton, self.lane, self.seed, self.body, self.record = baton, lane, seed, body, record
         self.outcome = None
-        self.training = threading.Event()
+        self.has_trained = threading.Event()
 
     def run(self) -> None:
-        th.set_num_threads(1)  # a new thread starts with torch's default count (OpenMP's is per thread)
+        self.outcome = 1  # unless the body returns its own status
         with self.baton.held(self.lane):
+            th.set_num_threads(1)  # a new thread starts with torch's default count (OpenMP's is per thread)
             self.outcome = self.body()
 
 
-def run_lanes(seeds: list[int], body: Callable[[int], int], wait: Callable[[list], None]) -> list[int | None]:
-    """Make `body(seed)` a lane for each seed and return their exit statuses (None for a lane never
-    started). `wait(threads)` starts them and blocks until they have ended (on the caller's main thread,
-    which keeps the signal handlers; see main.py)."""
+def run_lanes(seeds: list[int], body: Callable[[int], int]) -> list[LaneThread]:
+    """Run `body(seed)` as a lane for each seed and return the lanes once all that started have ended. They
+    start one after the other, each once the one before has set up and trained once (or ended), so that a
+    setting that fails at set-up, which would fail the same way for every seed, fails once: after a run
+    that ended with an error before training, or once a stop signal came, no further lane starts. The
+    waits are short, so that the calling (main) thread handles stop signals meanwhile."""
     baton, batch_id = Baton(training_slots()), secrets.token_hex(3)
-    threads = [LaneThread(baton, Lane(f"seed {seed}"), functools.partial(body, seed),
-                          {"id": batch_id, "seeds": list(seeds), "index": index, "size": len(seeds)})
-               for index, seed in enumerate(seeds)]
-    wait(threads)
-    return [thread.outcome for thread in threads]
+    lanes = [LaneThread(baton, Lane(f"seed {seed}"), seed, functools.partial(body, seed),
+                        {"id": batch_id, "seeds": list(seeds), "index": index, "size": len(seeds)})
+             for index, seed in enumerate(seeds)]
+    started = []
+    for lane in lanes:
+        if started and not _ready_for_next(started[-1]):
+            break
+        lane.start()
+        started.append(lane)
+    for lane in started:
+        while lane.is_alive():
+            lane.join(timeout=0.2)
+    return lanes
+
+
+def _ready_for_next(previous: LaneThread) -> bool:
+    """Wait until `previous` has trained once or ended; whether the next lane may start."""
+    while not previous.has_trained.is_set() and previous.is_alive():
+        previous.join(timeout=0.2)
+    failed_before_training = not previous.has_trained.is_set() and previous.outcome
+    return not failed_before_training and stop_requested() is None
+
+
+def batch_outcome(lanes: list[LaneThread], stopped_by: str | None) -> tuple[str, int]:
+    """(what to say, or "", the exit status) of a seed batch: a stop signal's status if one came, else the
+    highest of its runs' (2 bad input, 1 failed), else 1 if some runs were not started, else 0."""
+    not_started = [lane.seed for lane in lanes if lane.ident is None]
+    failed = [lane.seed for lane in lanes if lane.outcome]
+    problem = ""
+    if not_started:
+        why = f"stopped by {stopped_by}" if stopped_by else f"the run of seed {failed[0]} failed before training"
+        problem = f"seeds {', '.join(map(str, not_started))} not started: {why}"
+    if stopped_by:
+        return problem, 128 + signal.Signals[stopped_by].value
+    return problem, max((lane.outcome or 0 for lane in lanes), default=0) or (1 if not_started else 0)

@@ -77,24 +77,30 @@ class CommandSignals:
     """The command line's handlers around a whole run (main thread): a stop signal before the training
     loop listens (StopSignals) raises SignalInterrupt naming it (Python would say KeyboardInterrupt for
     SIGINT and die at once on SIGTERM); once the run is stopping, or its loop has ended, later ones are
-    ignored, so that nothing cuts short the final checkpoint or the run's record."""
+    ignored, so that nothing cuts short the final checkpoint or the run's record. The previous handlers
+    come back on exit (main.py's `__main__` then ignores the signals while the process shuts down)."""
 
     def __enter__(self) -> "CommandSignals":
-        for sig in SIGNALS:
-            signal.signal(sig, self._handle)
+        _stopping.update(name=None, ended=False)
+        self._previous = {sig: signal.signal(sig, self._handle) for sig in SIGNALS}
         return self
 
     def __exit__(self, *_exc) -> None:
-        """The run is over and the process only exits: stop signals are ignored from here on (Python resets
-        its own handlers to the default while it shuts down, and the default would kill the process
-        with another status; SIGKILL still stops it)."""
-        for sig in SIGNALS:
-            signal.signal(sig, signal.SIG_IGN)
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
 
     @staticmethod
     def _handle(signum: int, _frame) -> None:
         if _stopping["name"] is None and not _stopping["ended"]:
             raise SignalInterrupt(signal.Signals(signum).name)
+
+
+def ignore_stop_signals() -> None:
+    """Ignore SIGINT and SIGTERM from here on: for a process whose run is over and that only exits (Python
+    resets its own handlers to the default while it shuts down, and the default would kill it with
+    another status; SIGKILL still stops it)."""
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
 
 
 class StoppedWaiting(Exception):
