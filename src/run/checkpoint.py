@@ -64,14 +64,20 @@ def checkpoint_step(checkpoint_path: str, load_step: int) -> int:
     return min(steps, key=lambda step: abs(step - load_step))
 
 
-def saved_precision(checkpoint_path: str, load_step: int) -> str | None:
-    """The train_precision recorded in the checkpoint that load_step picks; None when it records none
-    (saved before marlkit recorded it) or cannot be read (resuming reports that in its own words)."""
+def saved_state(checkpoint_path: str, load_step: int) -> dict | None:
+    """The training state of the checkpoint that load_step picks (0: the newest); None when there is none
+    to read (resuming reports that in its own words)."""
     try:
         folder = os.path.join(checkpoint_path, str(checkpoint_step(checkpoint_path, load_step)))
-        return load_file(folder, TRAINING_STATE).get("train_precision")
+        return load_file(folder, TRAINING_STATE)
     except CheckpointError:
         return None
+
+
+def saved_precision(checkpoint_path: str, load_step: int) -> str | None:
+    """The train_precision recorded in the checkpoint that load_step picks; None when it records none
+    (saved before marlkit recorded it) or cannot be read."""
+    return (saved_state(checkpoint_path, load_step) or {}).get("train_precision")
 
 
 def is_older_step(checkpoint_path: str, load_step: int) -> bool:

@@ -113,7 +113,7 @@ def batch_checkpoints(checkpoint_path: str, seeds: list[int]) -> dict[int, str]:
     checkpoint_path is the models folder of any one run of the interrupted batch; the others are the
     folders beside it whose newest checkpoint records the same batch (training_state's seed_batch).
     ValueError in one line when checkpoint_path was not saved by a batch or a seed is not among its runs."""
-    own = _newest_state(checkpoint_path)
+    own = checkpoint.saved_state(checkpoint_path, 0)
     batch = (own or {}).get("seed_batch") or {}
     if not batch:
         raise ValueError(f"checkpoint_path {checkpoint_path} was not saved by a run of a seed batch (seeds=[...]) "
@@ -121,7 +121,7 @@ def batch_checkpoints(checkpoint_path: str, seeds: list[int]) -> dict[int, str]:
     parent = os.path.dirname(os.path.normpath(checkpoint_path))
     found = {}
     for name in sorted(os.listdir(parent)):
-        state = _newest_state(os.path.join(parent, name))
+        state = checkpoint.saved_state(os.path.join(parent, name), 0)
         if state is not None and (state.get("seed_batch") or {}).get("id") == batch["id"]:
             found[state["seed"]] = os.path.join(parent, name)
     missing = [seed for seed in seeds if seed not in found]
@@ -129,15 +129,6 @@ def batch_checkpoints(checkpoint_path: str, seeds: list[int]) -> dict[int, str]:
         raise ValueError(f"seeds: {', '.join(map(str, missing))} not among the saved runs of the batch "
                          f"{batch['id']} of {checkpoint_path} (seeds {', '.join(map(str, sorted(found)))} there)")
     return {seed: found[seed] for seed in seeds}
-
-
-def _newest_state(folder: str) -> dict | None:
-    """The training state of the newest checkpoint under `folder`, None when there is none to read."""
-    try:
-        return checkpoint.load_file(os.path.join(folder, str(checkpoint.saved_steps(folder)[-1])),
-                                    checkpoint.TRAINING_STATE)
-    except checkpoint.CheckpointError:
-        return None
 
 
 def training_slots() -> int:
