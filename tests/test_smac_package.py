@@ -287,3 +287,47 @@ def test_any_sequence_of_calls_works_as_smacs_would_or_raises_one_clear_exceptio
             assert result["battles_game"] == model.battles and result["battles_won"] <= result["battles_game"]
     assert model.battles >= 3  # the sequence ended episodes, and stepped on after some
     env.close()
+
+
+def shown_against_sight(env) -> tuple[int, int]:
+    """(cells where an agent's observation shows an enemy exactly when the enemy is alive and within the
+    agent's sight range, all cells) over the living agents of this step."""
+    n_en, nf = env.get_obs_enemy_feats_size()
+    agree = total = 0
+    for a_id, unit in env.agents.items():
+        if unit.health <= 0:
+            continue
+        block = env.get_obs_agent(a_id)[4:4 + n_en * nf].reshape(n_en, nf)  # [enemies, features]
+        for e_id, enemy in env.enemies.items():
+            distance = np.hypot(enemy.pos.x - unit.pos.x, enemy.pos.y - unit.pos.y)
+            in_sight = enemy.health > 0 and distance < env.unit_sight_range(a_id)
+            agree += bool(block[e_id].any()) == in_sight
+            total += 1
+    return agree, total
+
+
+@pytest.mark.parametrize("hide_only", [True, False])
+def test_hide_only_unobserved_enemies_gives_the_observation_rule_of_smacv2s_published_curves(hide_only):
+    """SMACv2's published results (oxwhirl/smacv2 cc6ad08, 2023-02-15) predate the prob_obs_enemy lottery
+    and the enemy-block wipe of its issue 50 (d302663, 2023-06-06): an agent then saw every living enemy
+    within its sight range. With prob_obs_enemy=1.0, hide_only_unobserved_enemies=True is that rule at
+    every step; SMACv2's current rule (the default) hides enemies in sight on some steps."""
+    env = smac.StarCraftCapabilityEnvWrapper(map_name="10gen_protoss", capability_config=PROTOSS_5V5, seed=3,
+                                             prob_obs_enemy=1.0, hide_only_unobserved_enemies=hide_only,
+                                             backend="builtin")
+    rng = np.random.default_rng(0)
+    agree = total = 0
+    for _ in range(3):
+        env.reset()
+        terminated = False
+        while not terminated:
+            step_agree, step_total = shown_against_sight(env)
+            agree, total = agree + step_agree, total + step_total
+            actions = [rng.choice(np.flatnonzero(avail)) for avail in env.get_avail_actions()]
+            terminated = env.step(actions)[1]
+    env.close()
+    assert total > 1000
+    if hide_only:
+        assert agree == total
+    else:
+        assert agree < total
