@@ -172,6 +172,18 @@ def same_setting(first: dict, other: dict, key: str) -> bool:
     return key in defaults and present[key] == defaults[key]
 
 
+def check_one_setting(configs: list[dict], what: str) -> None:
+    """ValueError naming the first key in which `configs` (of runs to pool as seeds) differ."""
+    first = setting(configs[0])
+    for config in configs[1:]:
+        other = setting(config)
+        differing = sorted(key for key in first.keys() | other.keys() if not same_setting(first, other, key))
+        if differing:
+            key = differing[0]
+            raise ValueError(f"{what} differ in {key} ({first.get(key, 'absent')!r} "
+                             f"against {other.get(key, 'absent')!r}): pass their folders separately")
+
+
 def mean_row(group: list[tuple[dict, dict]], at: list[int]) -> list[str]:
     """The --mean cells of one map and algorithm: per STEP, the mean over the runs that got there
     and each run's value in seed order ('-' for one that did not)."""
@@ -185,27 +197,27 @@ def mean_row(group: list[tuple[dict, dict]], at: list[int]) -> list[str]:
     return cells
 
 
-def print_means(folders: list[str], at: list[int]) -> None:
-    """The --at --mean table (see the module docstring); raises ValueError for a row that would
-    pool runs of different settings."""
+def seed_groups(folders: list[str]) -> dict[tuple[str, str], list[tuple[dict, dict]]]:
+    """{(map or env, algorithm): [(config, info) of each training run], in seed order}. The algorithm is
+    the run's name less the `_seed<seed>` that src/sweep.py adds; a config gains "simulator sources",
+    the digest its kept log names, so that the simulator a run played on counts as a setting."""
     groups: dict[tuple[str, str], list[tuple[dict, dict]]] = {}
     for parts in training_runs(folders).values():
         config, info = (read_json(os.path.join(parts[-1], name)) for name in ("config.json", "info.json"))
-        algorithm = re.sub(rf"_seed{config.get('seed')}$", "", str(config.get("name")))  # src/sweep.py's run names
-        # The simulator the run played on counts as a setting (its kept log names it).
+        algorithm = re.sub(rf"_seed{config.get('seed')}$", "", str(config.get("name")))
         config = {**config, "simulator sources": simulator_digests(parts)}
         groups.setdefault((run_where(config), algorithm), []).append((config, info))
-    rows = []
-    for (where, name), group in sorted(groups.items()):
+    for group in groups.values():
         group.sort(key=lambda run: str(run[0].get("seed")))
-        first = setting(group[0][0])
-        for config, _ in group[1:]:
-            other = setting(config)
-            differing = sorted(key for key in first.keys() | other.keys() if not same_setting(first, other, key))
-            if differing:
-                key = differing[0]
-                raise ValueError(f"the {name} runs on {where} differ in {key} ({first.get(key, 'absent')!r} "
-                                 f"against {other.get(key, 'absent')!r}): pass their folders separately")
+    return groups
+
+
+def print_means(folders: list[str], at: list[int]) -> None:
+    """The --at --mean table (see the module docstring); raises ValueError for a row that would
+    pool runs of different settings."""
+    rows = []
+    for (where, name), group in sorted(seed_groups(folders).items()):
+        check_one_setting([config for config, _ in group], f"the {name} runs on {where}")
         seeds = ", ".join(str(config.get("seed")) for config, _ in group)
         rows.append(f"| {where} | {name} | {seeds} | {' | '.join(mean_row(group, at))} |")
     print(f"| map or env | algorithm | seeds | {' | '.join(f'test at t_env {step:,}: mean (per seed)' for step in at)} |")

@@ -1,0 +1,236 @@
+"""marlkit's SMACv2 learning curves beside SMACv2's own, published from StarCraft II: a markdown table.
+
+Usage (from the repository root):
+    python scripts/smacv2_compare.py docs/results/smacv2 --published smac2_training_results.pkl
+    python scripts/smacv2_compare.py RUN_DIR ... --published PKL --at 100000 1000000 --window 800000 1000000
+
+SMACv2's curves are oxwhirl/smacv2's `smacv2/examples/results/smac2_training_results.pkl` (commit
+cc6ad08, 2023-02-15): {scenario: {algorithm: [one pandas DataFrame per seed with the columns step,
+mean_test_win_rate, mean_test_return]}}, pickled by pandas 1.x. It is read here without pandas (see
+read_published): pandas 1.x does not install beside numpy 2, and marlkit needs neither. Get it with
+    curl -LO https://github.com/oxwhirl/smacv2/raw/cc6ad08/smacv2/examples/results/smac2_training_results.pkl
+
+marlkit's runs are sacred run folders under the given paths (as scripts/results_table.py finds them).
+Their algorithm is the run's name (ALGORITHMS maps marlkit's preset names to SMACv2's), their scenario
+the map name; the runs of one scenario, algorithm and observation rule are pooled as seeds and must
+differ in nothing else (as results_table.py --mean). The observation rule is a column: SMACv2's
+curves were made before its prob_obs_enemy lottery and the enemy-block wipe of its issue 50 (commit
+d302663, 2023-06-06), when an agent saw every living enemy within its sight range; marlkit gives that
+rule with env_args.hide_only_unobserved_enemies=True and prob_obs_enemy=1.0 (tests/test_smac_package.py).
+
+Each cell is the mean over seeds and, in brackets, each seed's value: the test win rate logged at the
+first test at or after the step, and the mean of the tests within the window. The last column places
+each marlkit seed's window mean against the range of SMACv2's seeds there (below, inside or above).
+"""
+import argparse
+import os
+import pickle
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results_table import check_one_setting, seed_groups  # noqa: E402
+from utils.run_index import run_folders  # noqa: E402  (results_table puts src/ on the path)
+
+# marlkit's preset names (config `name`) -> SMACv2's names in the results file.
+ALGORITHMS = {"qmix_env=8_adam_td_lambda": "QMIX", "mappo": "MAPPO"}
+PUBLISHED_RULE = "SMACv2 of 2023-02"
+CURRENT_RULE = "SMACv2's current (issue 50)"
+WIN_RATE = "test_battle_won_mean"
+
+Curve = tuple[np.ndarray, np.ndarray]  # (env steps, test win rates) of one seed
+
+
+# ---- SMACv2's results file, without pandas ----------------------------------------------------------------
+class _Pickled:
+    """Stands in for a pandas class: keeps the state pickle gives it."""
+
+    def __setstate__(self, state):
+        self.state = state
+
+
+def _index_values(_cls, attributes: dict) -> np.ndarray:
+    """pandas' _new_Index(cls, attributes): an Index is its data here."""
+    return np.asarray(attributes["data"])
+
+
+# numpy's array rebuilder, under whichever module this numpy keeps it (numpy.core before 2.0, numpy._core since).
+_RECONSTRUCT = np.ndarray(0).__reduce__()[0]
+
+
+class _PandasFreeUnpickler(pickle.Unpickler):
+    """Unpickles pandas 1.x DataFrames as _Pickled objects; anything but pandas' frames, indexes and block
+    managers, numpy arrays and slices is refused (a pickle can run any code it names)."""
+
+    NUMPY = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+             ("numpy", "ndarray"), ("numpy", "dtype")}
+    PANDAS = {("pandas.core.frame", "DataFrame"), ("pandas.core.internals.managers", "BlockManager"),
+              ("pandas.core.indexes.base", "Index"), ("pandas.core.indexes.numeric", "Int64Index"),
+              ("pandas.core.indexes.range", "RangeIndex")}
+
+    def find_class(self, module: str, name: str):
+        if (module, name) in self.NUMPY:
+            return _RECONSTRUCT if name == "_reconstruct" else getattr(np, name)
+        if (module, name) in self.PANDAS:
+            return type(name, (_Pickled,), {})
+        if (module, name) == ("pandas.core.indexes.base", "_new_Index"):
+            return _index_values
+        if (module, name) == ("builtins", "slice"):
+            return slice
+        raise pickle.UnpicklingError(f"{module}.{name} is not part of a pandas DataFrame of SMACv2's results")
+
+
+def _columns(frame: _Pickled) -> dict[str, np.ndarray]:
+    """{column: values} of a pickled pandas 1.x DataFrame: its BlockManager's state keeps, under the
+    version key "0.14.1", the axes (column names, row index) and the blocks, each [its columns, rows]
+    with the columns it holds (mgr_locs)."""
+    layout = frame.state["_mgr"].state[3]["0.14.1"]
+    names = layout["axes"][0]
+    columns = {}
+    for block in layout["blocks"]:
+        for name, values in zip(names[block["mgr_locs"]], block["values"]):
+            columns[str(name)] = np.asarray(values)
+    return columns
+
+
+def read_published(path: str) -> dict[str, dict[str, list[Curve]]]:
+    """{scenario: {algorithm: [(steps, test win rates) per seed]}} of SMACv2's results file."""
+    with open(path, "rb") as f:
+        try:
+            results = _PandasFreeUnpickler(f).load()
+        except (pickle.UnpicklingError, EOFError) as error:
+            raise ValueError(f"{path} is not SMACv2's results file: {error}") from None
+    curves: dict[str, dict[str, list[Curve]]] = {}
+    try:
+        for scenario, algorithms in results.items():
+            for algorithm, frames in algorithms.items():
+                seeds = [_columns(frame) for frame in frames]
+                curves.setdefault(scenario, {})[algorithm] = [
+                    (seed["step"].astype(np.int64), seed["mean_test_win_rate"].astype(np.float64)) for seed in seeds]
+    except (AttributeError, KeyError, IndexError, TypeError) as error:
+        raise ValueError(f"{path} is not SMACv2's results file ({{scenario: {{algorithm: [DataFrame per seed with step "
+                         f"and mean_test_win_rate]}}}}): {type(error).__name__} {error}") from None
+    return curves
+
+
+# ---- the table ----------------------------------------------------------------------------------------
+def value_at(curve: Curve, step: int) -> float | None:
+    """The win rate of the first test at or after `step`; None if the run never got there."""
+    steps, values = curve
+    after = np.flatnonzero(steps >= step)
+    return float(values[after[0]]) if after.size else None
+
+
+def window_mean(curve: Curve, start: int, end: int) -> float | None:
+    """The mean of the tests from the first at or after `start` to the first at or after `end` (the
+    tests value_at gives for them, and those between); None if there is none."""
+    steps, values = curve
+    after = steps[steps >= end]
+    last = after.min() if after.size else end
+    inside = (steps >= start) & (steps <= last)
+    return float(values[inside].mean()) if inside.any() else None
+
+
+def short(step: int) -> str:
+    """1000000 -> '1M', 800000 -> '800k', 12345 -> '12,345'."""
+    for size, unit in ((1_000_000, "M"), (1_000, "k")):
+        if step and step % size == 0:
+            return f"{step // size:,}{unit}"
+    return f"{step:,}"
+
+
+def cell(values: list[float | None]) -> str:
+    """'mean (seed, seed, ...)' over the seeds that have a value ('-' for one that has none)."""
+    known = [value for value in values if value is not None]
+    mean = f"{sum(known) / len(known):.2f}" if known else "-"
+    return f"{mean} ({', '.join('-' if value is None else f'{value:.2f}' for value in values)})"
+
+
+def placement(ours: list[float | None], game: list[float | None]) -> str:
+    """Where each of our seeds' window means lies against the range of the game's seeds."""
+    game_known = [value for value in game if value is not None]
+    if not game_known:
+        return "no published value"
+    low, high = min(game_known), max(game_known)
+    counts = {"below": 0, "inside": 0, "above": 0}
+    for value in (value for value in ours if value is not None):
+        counts["below" if value < low else "above" if value > high else "inside"] += 1
+    found = ", ".join(f"{n} {where}" for where, n in counts.items() if n)
+    return f"{found or 'no value'} [{low:.3f}, {high:.3f}]"
+
+
+def observation_rule(config: dict) -> str:
+    env_args = config.get("env_args", {})
+    published = env_args.get("hide_only_unobserved_enemies") and env_args.get("prob_obs_enemy", 1.0) == 1.0
+    return PUBLISHED_RULE if published else CURRENT_RULE
+
+
+def our_curves(folders: list[str]) -> dict[tuple[str, str, str], tuple[list[str], list[Curve]]]:
+    """{(scenario, SMACv2's algorithm name, observation rule): (seeds, curves)} of marlkit's training runs;
+    ValueError where a group's runs differ in a setting or an algorithm has no SMACv2 name."""
+    groups: dict[tuple[str, str, str], list[tuple[dict, dict]]] = {}
+    for (scenario, name), runs in seed_groups(folders).items():
+        if name not in ALGORITHMS:
+            raise ValueError(f"the runs on {scenario} named {name!r} are not one of SMACv2's algorithms "
+                             f"({', '.join(ALGORITHMS)}); pass only QMIX and MAPPO runs")
+        for config, info in runs:
+            groups.setdefault((scenario, ALGORITHMS[name], observation_rule(config)), []).append((config, info))
+    found = {}
+    for (scenario, algorithm, rule), runs in groups.items():
+        check_one_setting([config for config, _ in runs], f"the {algorithm} runs on {scenario} ({rule})")
+        curves = [(np.asarray(info.get(f"{WIN_RATE}_T", []), dtype=np.int64),
+                   np.asarray(info.get(WIN_RATE, []), dtype=np.float64)) for _, info in runs]
+        found[(scenario, algorithm, rule)] = ([str(config.get("seed")) for config, _ in runs], curves)
+    return found
+
+
+def table(ours: dict, published: dict, at: list[int], window: tuple[int, int]) -> list[str]:
+    """The markdown lines: per scenario and algorithm, SMACv2's row then marlkit's rows."""
+    start, end = window
+    span = f"{short(start)}–{short(end)}"
+    lines = [f"| scenario | algorithm | source | observation rule | seeds | {' | '.join(map(short, at))} | {span} | "
+             f"against the game's seeds ({span}) |",
+             "|---" * (7 + len(at)) + "|"]
+    for scenario, algorithm in sorted({(s, a) for s, a, _ in ours}):
+        game = published.get(scenario, {}).get(algorithm, [])
+        game_window = [window_mean(curve, start, end) for curve in game]
+        if game:
+            steps = " | ".join(cell([value_at(curve, step) for curve in game]) for step in at)
+            lines.append(f"| {scenario} | {algorithm} | StarCraft II (SMACv2's file, 32 test episodes) | "
+                         f"{PUBLISHED_RULE} | {len(game)} | {steps} | {cell(game_window)} | |")
+        for rule in (PUBLISHED_RULE, CURRENT_RULE):
+            if (scenario, algorithm, rule) not in ours:
+                continue
+            seeds, curves = ours[(scenario, algorithm, rule)]
+            window_values = [window_mean(curve, start, end) for curve in curves]
+            steps = " | ".join(cell([value_at(curve, step) for curve in curves]) for step in at)
+            lines.append(f"| {scenario} | {algorithm} | marlkit (96 test episodes) | {rule} | {', '.join(seeds)} | "
+                         f"{steps} | {cell(window_values)} | {placement(window_values, game_window)} |")
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("paths", nargs="+", help="sacred run folders of marlkit's runs, or folders above them")
+    parser.add_argument("--published", required=True, metavar="PKL", help="SMACv2's smac2_training_results.pkl")
+    parser.add_argument("--at", nargs="+", type=int, default=[100_000, 200_000, 500_000, 1_000_000], metavar="STEP")
+    parser.add_argument("--window", nargs=2, type=int, default=[800_000, 1_000_000], metavar=("START", "END"))
+    args = parser.parse_args(argv)
+    if min(args.at) < 0 or not 0 <= args.window[0] <= args.window[1]:
+        parser.error("--at takes env steps (non-negative); --window START END with START <= END")
+    try:
+        published = read_published(args.published)
+        folders = run_folders(args.paths)
+        if not folders:
+            raise ValueError(f"no sacred run folder (config.json, run.json, info.json) under {', '.join(args.paths)}")
+        ours = our_curves(folders)
+    except (OSError, ValueError) as error:
+        print(f"smacv2_compare.py: error: {error}", file=sys.stderr)
+        return 1
+    print("\n".join(table(ours, published, args.at, tuple(args.window))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,144 @@
+"""scripts/smacv2_compare.py: marlkit's SMACv2 curves beside SMACv2's published ones, read from a results
+file laid out as pandas 1.x pickles a DataFrame (built here by stand-in classes, without pandas)."""
+import copyreg
+import os
+import pickle
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from main_runs import REPO
+from test_results_table import smacv2_run, write_run
+
+COMPARE = os.path.join(REPO, "scripts", "smacv2_compare.py")
+
+
+def pandas_standins(monkeypatch) -> dict:
+    """Classes named as pandas 1.x names them, pickling to the layout pandas 1.x writes: a DataFrame's
+    state holds its BlockManager, whose state holds {"0.14.1": {"axes": [columns, index], "blocks":
+    [{"values": [columns of the block, rows], "mgr_locs": slice}]}}; an Index pickles as _new_Index(cls,
+    {"data": values, "name": None})."""
+    modules = {name: types.ModuleType(name) for name in (
+        "pandas", "pandas.core", "pandas.core.frame", "pandas.core.internals", "pandas.core.internals.managers",
+        "pandas.core.indexes", "pandas.core.indexes.base", "pandas.core.indexes.numeric")}
+    for name, module in modules.items():
+        monkeypatch.setitem(sys.modules, name, module)
+
+    def new_index(cls, attributes):
+        raise AssertionError("only pickled here")
+
+    class Index:
+        def __init__(self, data):
+            self.data = data
+
+        def __reduce__(self):
+            return new_index, (type(self), {"data": self.data, "name": None})
+
+    class Int64Index(Index):
+        pass
+
+    class BlockManager:
+        def __init__(self, columns: list[str], values: list[np.ndarray]):
+            self.columns, self.values = columns, values
+
+        def __reduce__(self):
+            rows = Int64Index(np.arange(len(self.values[0]), dtype=np.int64))
+            axes = [Index(np.array(self.columns, dtype=object)), rows]
+            blocks = [{"values": value[None, :], "mgr_locs": slice(i, i + 1, 1)} for i, value in enumerate(self.values)]
+            state = ([axis.data for axis in axes], [b["values"] for b in blocks],
+                     [np.array([c], dtype=object) for c in self.columns], {"0.14.1": {"axes": axes, "blocks": blocks}})
+            return copyreg.__newobj__, (BlockManager,), state
+
+    class DataFrame:
+        def __init__(self, columns: dict[str, np.ndarray]):
+            self.manager = BlockManager(list(columns), list(columns.values()))
+
+        def __reduce__(self):
+            return copyreg.__newobj__, (DataFrame,), {"_mgr": self.manager, "_typ": "dataframe", "_metadata": [],
+                                                       "attrs": {}, "_flags": {"allows_duplicate_labels": True}}
+
+    placed = {"pandas.core.indexes.base": [new_index, Index], "pandas.core.indexes.numeric": [Int64Index],
+              "pandas.core.internals.managers": [BlockManager], "pandas.core.frame": [DataFrame]}
+    for module, objects in placed.items():
+        for obj in objects:
+            obj.__module__, obj.__qualname__ = module, obj.__name__ if obj is not new_index else "_new_Index"
+            setattr(modules[module], obj.__qualname__, obj)
+    return {"DataFrame": DataFrame}
+
+
+def write_published(path: str, curves: dict, monkeypatch) -> None:
+    """{scenario: {algorithm: [(steps, win rates)]}} as SMACv2's results file."""
+    frame = pandas_standins(monkeypatch)["DataFrame"]
+    results = {scenario: {algorithm: [frame({"step": np.asarray(steps, dtype=np.int64),
+                                             "mean_test_win_rate": np.asarray(wins, dtype=np.float64),
+                                             "mean_test_return": np.asarray(wins, dtype=np.float64) * 20})
+                                      for steps, wins in seeds]
+                          for algorithm, seeds in algorithms.items()}
+               for scenario, algorithms in curves.items()}
+    with open(path, "wb") as f:
+        pickle.dump(results, f, protocol=4)
+
+
+def compare(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, COMPARE, *args], cwd=REPO, capture_output=True, text=True, timeout=60)
+
+
+def our_run(folder, seed: int, wins: list[float], rule_of_2023: bool) -> None:
+    config = smacv2_run("protoss_5_vs_5", seed, f"run{seed}{rule_of_2023}")
+    config["env_args"].update(prob_obs_enemy=1.0, hide_only_unobserved_enemies=rule_of_2023)
+    write_run(str(folder), config, {"test_battle_won_mean": wins, "test_battle_won_mean_T": [0, 500, 1000, 1500]})
+
+
+def test_the_table_places_each_seed_against_the_games_range_under_each_observation_rule(tmp_path, monkeypatch):
+    pkl = str(tmp_path / "results.pkl")
+    # The game's seeds test at other steps; the window 500-1000 takes the tests from the first at or after
+    # 500 to the first at or after 1000: seed A 0.2, 0.4 (0.3); seed B 0.5, 0.7 (0.6).
+    write_published(pkl, {"protoss_5_vs_5": {"QMIX": [([10, 600, 1100], [0.0, 0.2, 0.4]),
+                                                      ([10, 520, 1020, 1400], [0.1, 0.5, 0.7, 0.9])]}}, monkeypatch)
+    our_run(tmp_path / "runs" / "1", 1, [0.0, 0.2, 0.2, 0.9], True)    # window 0.2, 0.2: below [0.3, 0.6]
+    our_run(tmp_path / "runs" / "2", 2, [0.0, 0.4, 0.6, 0.0], True)    # 0.5: inside
+    our_run(tmp_path / "runs" / "3", 3, [0.0, 0.8, 0.8, 0.0], False)   # 0.8: above, SMACv2's current rule
+    proc = compare(str(tmp_path / "runs"), "--published", pkl, "--at", "500", "--window", "500", "1000")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0] == ("| scenario | algorithm | source | observation rule | seeds | 500 | 500–1k | "
+                        "against the game's seeds (500–1k) |")
+    assert lines[2:] == [
+        "| protoss_5_vs_5 | QMIX | StarCraft II (SMACv2's file, 32 test episodes) | SMACv2 of 2023-02 | 2 | "
+        "0.35 (0.20, 0.50) | 0.45 (0.30, 0.60) | |",
+        "| protoss_5_vs_5 | QMIX | marlkit (96 test episodes) | SMACv2 of 2023-02 | 1, 2 | 0.30 (0.20, 0.40) | "
+        "0.35 (0.20, 0.50) | 1 below, 1 inside [0.300, 0.600] |",
+        "| protoss_5_vs_5 | QMIX | marlkit (96 test episodes) | SMACv2's current (issue 50) | 3 | 0.80 (0.80) | "
+        "0.80 (0.80) | 1 above [0.300, 0.600] |"]
+
+
+def test_a_pickle_naming_anything_else_is_refused_in_one_line(tmp_path):
+    pkl = tmp_path / "evil.pkl"
+    pkl.write_bytes(pickle.dumps({"x": os.getcwd}))  # would call any function it names
+    write_run(str(tmp_path / "runs" / "1"), smacv2_run("protoss_5_vs_5", 1, "a"), {})
+    proc = compare(str(tmp_path / "runs"), "--published", str(pkl))
+    assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1
+    assert proc.stderr.startswith(f"smacv2_compare.py: error: {pkl} is not SMACv2's results file: posix.getcwd is not")
+
+
+def test_runs_of_another_algorithm_are_refused(tmp_path, monkeypatch):
+    pkl = str(tmp_path / "results.pkl")
+    write_published(pkl, {"protoss_5_vs_5": {"QMIX": [([0], [0.0])]}}, monkeypatch)
+    write_run(str(tmp_path / "runs" / "1"), {**smacv2_run("protoss_5_vs_5", 1, "a"), "name": "vdn"}, {})
+    proc = compare(str(tmp_path / "runs"), "--published", pkl)
+    assert proc.returncode == 1
+    assert "the runs on protoss_5_vs_5 named 'vdn' are not one of SMACv2's algorithms" in proc.stderr
+
+
+@pytest.mark.skipif(not os.environ.get("SMACV2_RESULTS_PKL"), reason="set SMACV2_RESULTS_PKL to SMACv2's file")
+def test_smacv2s_own_file_reads_with_its_published_qmix_values(tmp_path):
+    sys.path.insert(0, os.path.join(REPO, "scripts"))
+    from smacv2_compare import read_published, window_mean
+
+    curves = read_published(os.environ["SMACV2_RESULTS_PKL"])
+    assert len(curves) == 15 and len(curves["protoss_5_vs_5"]["MAPPO"]) == 5
+    protoss = [window_mean(curve, 800_000, 1_000_000) for curve in curves["protoss_5_vs_5"]["QMIX"]]
+    assert protoss == pytest.approx([0.35, 0.3929, 0.3203], abs=5e-5)  # 32 episodes a test: multiples of 1/32
