@@ -25,7 +25,7 @@ from typing import Optional
 
 import numpy as np
 
-from utils.run_index import SEED_BATCH_KEYS, flatten, get_dotted, read_json, run_folders, run_kind
+from utils.run_index import EPISODE_RECORD, SEED_BATCH_KEYS, flatten, get_dotted, read_json, run_folders, run_kind
 
 # Two-sided 95% Student-t critical values for 1..30 degrees of freedom; the normal 1.96 beyond.
 T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
@@ -129,7 +129,8 @@ def load_runs(paths: list, metric: str, source: str = "sacred", include_unfinish
             continue
         curve = sacred_curve(folder, metric) if source == "sacred" else tb_curve(folder, config, metric)
         if curve is None:
-            seen_metrics.update(k for k in read_json(os.path.join(folder, "info.json")) if not k.endswith("_T"))
+            seen_metrics.update(k for k in read_json(os.path.join(folder, "info.json"))
+                                if not k.endswith("_T") and k != EPISODE_RECORD)
             continue
         t, values = curve
         order = np.argsort(t, kind="stable")

@@ -41,6 +41,11 @@ def test_training_run_records_config_and_stats(parallel_training):
     for key in ("return_mean", "ep_length_mean", "epsilon", "loss_td", "episode"):
         assert len(info[key]) == len(info[f"{key}_T"]) > 0, key
     assert info["ep_length_mean"][0] == 1.0  # one-step game
+    # Each test round also keeps its per-episode returns (to 4 decimals), whose mean is the logged mean.
+    episodes = info["test_episodes"]
+    assert episodes["T"] == info["test_return_mean_T"] and set(episodes) == {"T", "return"}
+    assert [len(returns) for returns in episodes["return"]] == [2, 2, 2]
+    assert [sum(r) / 2 for r in episodes["return"]] == pytest.approx(info["test_return_mean"], abs=1e-4)
 
 
 def test_tensorboard_scalars_match_sacred(parallel_training, results):
@@ -69,6 +74,7 @@ def test_evaluate_loads_the_closest_saved_model(parallel_training, results):
     assert "Evaluation: 3 episodes at t_env 22: test_ep_length_mean 1, test_return_mean" in proc.stderr
     info = read_json(evaluation, "info.json")
     assert info["test_return_mean_T"] == [22]
+    assert info["test_episodes"]["T"] == [22] and len(info["test_episodes"]["return"][0]) == 3
     assert "loss_td" not in info and "return_mean" not in info  # evaluation only, no training
     # The game is deterministic and testing is greedy: the loaded model plays as it did at t_env 22.
     trained = read_json(parallel_training, "info.json")
@@ -142,8 +148,11 @@ def test_smac_run_names_its_engine(tmp_path, monkeypatch):
                      "use_tensorboard=True")
     assert "SMAC engine: builtin" in proc.stderr
     assert "no env_args.map_name given: playing 3m, the default of the env config" in proc.stderr
-    config = read_json(run_dir(str(tmp_path), "3m", "qmix_env=8_adam_td_lambda", 1), "config.json")
+    folder = run_dir(str(tmp_path), "3m", "qmix_env=8_adam_td_lambda", 1)
+    config, info = read_json(folder, "config.json"), read_json(folder, "info.json")
     assert config["env_args"]["backend"] == "builtin"
+    # SMAC's test rounds keep each episode's battle_won beside its return.
+    assert [won[0] for won in info["test_episodes"]["battle_won"]] == info["test_battle_won_mean"]
     (token,) = os.listdir(tmp_path / "tb_logs")
     assert token.startswith("qmix_env=8_adam_td_lambda_builtin__")
 

@@ -177,8 +177,13 @@ def check_finite(data: dict, envs: list, seeds: list, env_name: str, t: int) -> 
             f"episode step {t}; the env must return finite numbers")
 
 
+# Final-step info keys whose per-episode values a test round keeps (besides the return), when the env reports them.
+EPISODE_KEYS = ("battle_won",)
+
+
 class EpisodeStats:
-    """Returns and summed final-step env info of the episodes since the last log."""
+    """Returns and summed final-step env info of the episodes since the last log, and the per-episode
+    values of EPISODE_KEYS."""
 
     def __init__(self):
         self.clear()
@@ -186,6 +191,7 @@ class EpisodeStats:
     def clear(self) -> None:
         self.returns = []
         self.sums = defaultdict(float)
+        self.per_episode = defaultdict(list)
         self.n_episodes = 0
 
     def add(self, episode_return: float | np.ndarray, length: int, final_info: dict) -> None:
@@ -195,6 +201,16 @@ class EpisodeStats:
         for key, value in final_info.items():
             if isinstance(value, (bool, int, float, np.number, np.bool_)):
                 self.sums[key] += float(value)
+                if key in EPISODE_KEYS:
+                    self.per_episode[key].append(float(value))
+
+    def log_episodes(self, logger, t_env: int) -> None:
+        """Keep this round's per-episode returns (the agents' summed return with per-agent rewards) and
+        EPISODE_KEYS values in the run's record (Logger.log_episodes); call before log()."""
+        returns = np.asarray(self.returns)  # [episodes] or [episodes, n_agents]
+        values = {"return": (returns if returns.ndim == 1 else returns.sum(-1)).tolist()}
+        values.update({key: list(found) for key, found in self.per_episode.items() if len(found) == self.n_episodes})
+        logger.log_episodes(values, t_env)
 
     def log(self, logger, prefix: str, t_env: int) -> None:
         """Log return_mean/std, or with per-agent rewards (common_reward=False) EPyMARL's agent_<i>_return_mean/std
@@ -370,6 +386,7 @@ class BatchRunner:
             stats.add(episode_return, length, info)
         if test_mode:
             if len(stats.returns) >= self.n_test_episodes:
+                stats.log_episodes(self.logger, self.t_env)
                 stats.log(self.logger, "test_", self.t_env)
             return
         self.t_env += sum(episodes.lengths)

@@ -12,6 +12,8 @@ from typing import Any, Iterator, TextIO
 
 import numpy as np
 
+from utils.run_index import EPISODE_RECORD
+
 # %(lane)s: "seed N | " for the runs of a seed batch (run/seed_batch.py), empty otherwise.
 _CONSOLE_FORMAT = "[%(levelname)s %(asctime)s] %(name)s %(lane)s%(message)s"
 # Third-party loggers that flood the console at DEBUG level (GitPython runs when sacred records git info;
@@ -20,6 +22,7 @@ _QUIET_LOGGERS = ("git", "numba")
 _STATS_PER_LINE = 4
 # Stats whose latest value is more telling than a mean over the print window.
 _LATEST_ONLY = ("epsilon",)
+EPISODE_DIGITS = 4  # per-episode values in info.json (EPISODE_RECORD) are kept to 4 decimals
 
 
 def _plain_number(value: Any):
@@ -54,16 +57,18 @@ class Logger:
 
     def sacred_info_copy(self) -> dict:
         """The stats logged to sacred so far, as plain lists (saved in checkpoints)."""
-        return {key: list(values) for key, values in (self.sacred_info or {}).items()}
+        return {key: _copied(values) for key, values in (self.sacred_info or {}).items()}
 
     def restore_sacred_info(self, info: dict, to_tensorboard: bool = False) -> None:
         """Start this run's info.json with the curves of the run it resumes and, with `to_tensorboard`
         (a resumed run in a TensorBoard folder of its own, a branch), its TensorBoard events too."""
         if self.use_sacred:
             for key, values in info.items():
-                self.sacred_info[key] = list(values)
+                self.sacred_info[key] = _copied(values)
         if to_tensorboard and self.use_tb:
             for key, values in info.items():
+                if key == EPISODE_RECORD:
+                    continue
                 for value, t in zip(values, info.get(f"{key}_T", [])) if not key.endswith("_T") else ():
                     self.tb_writer.add_scalar(key, value, t)
 
@@ -75,6 +80,16 @@ class Logger:
         if self.use_sacred and to_sacred:
             self.sacred_info.setdefault(key, []).append(value)
             self.sacred_info.setdefault(f"{key}_T", []).append(t)
+
+    def log_episodes(self, values: dict[str, list], t: int) -> None:
+        """Keep one test round's per-episode values ({name: [value per episode]}) in info.json under
+        EPISODE_RECORD, for statistics over episodes (scripts/results_table.py --marl-eval)."""
+        if not self.use_sacred:
+            return
+        record = self.sacred_info.setdefault(EPISODE_RECORD, {"T": []})
+        record["T"].append(t)
+        for name, episode_values in values.items():
+            record.setdefault(name, []).append([round(float(v), EPISODE_DIGITS) for v in episode_values])
 
     def print_recent_stats(self) -> None:
         """Print the mean of every stat gathered since the last call (latest value for epsilon), then forget them."""
@@ -101,6 +116,13 @@ class Logger:
         if self.use_tb:
             self.tb_writer.close()
             self.use_tb = False
+
+
+def _copied(values: list | dict) -> list | dict:
+    """A copy of one info.json entry: a stat's list of values, or EPISODE_RECORD's lists of lists."""
+    if isinstance(values, dict):
+        return {name: [list(v) if isinstance(v, list) else v for v in entries] for name, entries in values.items()}
+    return list(values)
 
 
 _thread = threading.local()  # .stream: where this thread's records go instead of sys.stderr; .lane: its label

@@ -81,3 +81,9 @@ def nested(dotted: str, value: Any) -> dict:
 # What a run of a seed batch records about the batch (config keys seeds and seed_batch, flattened; a single
 # run records seed_batch {}): the runs of one batch are seeds of one setting.
 SEED_BATCH_KEYS = ("seeds", "seed_batch", "seed_batch.id", "seed_batch.seeds", "seed_batch.index", "seed_batch.size")
+
+# info.json key of each test round's per-episode values (utils/logging.py, Logger.log_episodes): {"T": [t_env of
+# each round], "return": [[one value per episode] per round], "battle_won": [[...]] where the env reports it}.
+# Kept in sacred only (TensorBoard has the means); about 12 bytes per test episode, so a 10M-step SMAC run that
+# tests 100 episodes every 50k steps adds 0.25 MB.
+EPISODE_RECORD = "test_episodes"
