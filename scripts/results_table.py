@@ -232,11 +232,22 @@ def main(argv: list[str]) -> int:
                         help="learning curves: each training run's test metric at these env steps")
     parser.add_argument("--mean", action="store_true", help="with --at: one row per map and algorithm, "
                         "the mean over its seeds")
+    parser.add_argument("--aggregate", action="store_true", help="IQM, mean, median and optimality gap per "
+                        "algorithm over tasks, with 95%% bootstrap intervals (at each --at STEP, else final)")
+    parser.add_argument("--improvement", nargs=2, action="append", metavar=("X", "Y"), default=[],
+                        help="with --aggregate: the probability that algorithm X scores above Y (repeatable)")
+    parser.add_argument("--figures", metavar="DIR", help="with --aggregate: write its figures (PNG) into DIR")
+    parser.add_argument("--marl-eval", metavar="PATH", help="write the runs' tests in marl-eval's JSON layout")
     args = parser.parse_args(argv)
     if args.at and min(args.at) < 0:
         parser.error("--at takes env steps (non-negative integers)")
     if args.mean and not args.at:
         parser.error("--mean goes with --at STEP ...")
+    aggregate = args.aggregate or args.marl_eval
+    if (args.improvement or args.figures) and not args.aggregate:
+        parser.error("--improvement and --figures go with --aggregate")
+    if aggregate and args.mean:
+        parser.error("--mean and --aggregate are two tables: ask for one")
     try:
         folders = run_folders(args.paths)
     except FileNotFoundError as error:
@@ -246,6 +257,18 @@ def main(argv: list[str]) -> int:
         print(f"results_table.py: error: no sacred run folder (config.json, run.json, info.json) under "
               f"{', '.join(args.paths)}", file=sys.stderr)
         return 1
+    if aggregate:
+        import run_statistics
+
+        try:
+            lines = run_statistics.report(folders, args.at, [tuple(pair) for pair in args.improvement],
+                                          args.figures, args.marl_eval, tables=args.aggregate)
+        except (OSError, ValueError) as error:
+            print(f"results_table.py: error: {error}", file=sys.stderr)
+            return 1
+        if lines:
+            print("\n".join(lines))
+        return 0
     if args.at and args.mean:
         try:
             print_means(folders, args.at)

@@ -280,10 +280,9 @@ def write_table(rows: list, out: str, metric: str, spread_kind: str) -> str:
 
 def plot(aligned: list, out: str, metric: str, spread_kind: str, title: str = "") -> None:
     """Mean curve and shaded spread per group, saved as <out>.png and <out>.svg."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import matplotlib.ticker
+
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     for group in aligned:
         mean, band = group.mean, spread(group.values, spread_kind)
@@ -299,6 +298,95 @@ def plot(aligned: list, out: str, metric: str, spread_kind: str, title: str = ""
     for ext in ("png", "svg"):
         fig.savefig(f"{out}.{ext}")
     plt.close(fig)
+
+
+def _pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _save(fig, path: str) -> str:
+    fig.tight_layout()
+    fig.savefig(path)
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+    return path
+
+
+def aggregate_intervals(matrices: dict, path: str, title: str) -> str:
+    """One panel per aggregate of utils/robust_stats.py: each algorithm's estimate and 95% interval."""
+    from utils import robust_stats
+
+    plt = _pyplot()
+    names = list(robust_stats.AGGREGATES)
+    fig, axes = plt.subplots(1, len(names), figsize=(3.2 * len(names), 0.3 * len(matrices) + 1.4), dpi=110,
+                             sharey=True)
+    for ax, (name, metric) in zip(axes, robust_stats.AGGREGATES.items()):
+        for row, scores in enumerate(matrices.values()):
+            point, low, high = robust_stats.interval(metric, scores)
+            ax.plot([low, high], [row, row], linewidth=5, alpha=0.4, solid_capstyle="butt")
+            ax.plot([point], [row], "k|", markersize=10)
+        ax.set_title(name, fontsize=9)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0].set_yticks(range(len(matrices)), list(matrices), fontsize=8)
+    fig.suptitle(f"{title}: estimate and 95% stratified bootstrap interval", fontsize=9)
+    return _save(fig, path)
+
+
+def performance_profiles(matrices: dict, path: str, title: str) -> str:
+    """Each algorithm's share of runs scoring above tau, with its 95% interval band."""
+    from utils import robust_stats
+
+    plt = _pyplot()
+    taus = np.linspace(0, 1, 51)
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    for algorithm, scores in matrices.items():
+        profile, low, high = robust_stats.interval(lambda s: robust_stats.performance_profile(s, taus), scores,
+                                                   reps=robust_stats.PROFILE_REPS)
+        line, = ax.plot(taus, profile, label=algorithm, linewidth=1.5)
+        ax.fill_between(taus, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
+    ax.set_xlabel("normalised score tau")
+    ax.set_ylabel("share of runs with score > tau")
+    ax.set_title(f"performance profiles, {title}", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, frameon=False, ncol=2)
+    return _save(fig, path)
+
+
+def sample_efficiency(steps: list, curves: dict, path: str) -> str:
+    """IQM of the normalised score at each step per algorithm ({algorithm: [(point, low, high) per step]})."""
+    import matplotlib.ticker
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    for algorithm, estimates in curves.items():
+        point, low, high = (np.array(values) for values in zip(*estimates))
+        line, = ax.plot(steps, point, label=algorithm, linewidth=1.5)
+        ax.fill_between(steps, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
+    ax.set_xlabel("t_env (environment steps)")
+    ax.set_ylabel("IQM of the normalised score")
+    ax.set_title("sample efficiency: IQM and 95% stratified bootstrap interval", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, frameon=False, ncol=2)
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(steps_label))
+    return _save(fig, path)
+
+
+def improvement(estimates: dict, path: str, title: str) -> str:
+    """Each P(X > Y) ({label: (point, low, high)}) with its 95% interval."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 0.4 * len(estimates) + 1.4), dpi=110)
+    for row, (point, low, high) in enumerate(estimates.values()):
+        ax.plot([low, high], [row, row], linewidth=6, alpha=0.4, solid_capstyle="butt")
+        ax.plot([point], [row], "k|", markersize=12)
+    ax.axvline(0.5, color="grey", linewidth=0.8, linestyle="--")
+    ax.set_yticks(range(len(estimates)), list(estimates), fontsize=8)
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("probability of improvement")
+    ax.set_title(f"{title}: estimate and 95% stratified bootstrap interval", fontsize=9)
+    return _save(fig, path)
 
 
 def steps_label(value: float, _position=None) -> str:

@@ -1,0 +1,231 @@
+"""Robust aggregate statistics of sacred runs for scripts/results_table.py (--aggregate, --improvement,
+--figures, --marl-eval): the scores of runs grouped by algorithm and task, and what is printed and written
+from them. The statistics themselves are src/utils/robust_stats.py.
+
+A run's algorithm is its name (less src/sweep.py's `_seed<seed>`), its task its map (or env), and its score
+at a step the test metric logged at the first test at or after that step ("final": the mean of its last
+FINAL_TESTS tests). Win rates are scores as they are; returns are normalised per task to [0, 1] by the
+smallest and largest test return any run of the set logged on that task (min-max, as marl-eval does).
+"""
+import json
+import os
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from results_table import FINAL_TESTS, check_one_setting, seed_groups, test_metric
+from utils import robust_stats
+from utils.run_index import EPISODE_RECORD
+
+FEW_RUNS = 3  # fewer runs than this in a cell: a warning
+CURVE_POINTS = 20  # steps of a sample-efficiency curve when --at gives fewer than two
+
+
+@dataclass
+class Cell:
+    """The runs of one algorithm on one task."""
+    algorithm: str
+    task: str
+    env: str
+    configs: list[dict]
+    infos: list[dict]
+
+    @property
+    def metric(self) -> str:
+        return test_metric(self.infos[0]) or "no test"
+
+
+def cells(folders: list[str]) -> list[Cell]:
+    """The training runs under `folders` as cells; ValueError where a cell's runs differ in a setting."""
+    found = []
+    for (task, algorithm), runs in sorted(seed_groups(folders).items()):
+        configs = [config for config, _ in runs]
+        check_one_setting(configs, f"the {algorithm} runs on {task}")
+        found.append(Cell(algorithm, task, configs[0]["env"], configs, [info for _, info in runs]))
+    return found
+
+
+def score(info: dict, metric: str, step: int | None) -> float | None:
+    """The run's test metric at `step` (first test at or after it), or the mean of its last FINAL_TESTS
+    tests for None; None where the run has no such test."""
+    values, steps = info.get(metric, []), info.get(f"{metric}_T", [])
+    if step is None:
+        return float(np.mean(values[-FINAL_TESTS:])) if values else None
+    return next((float(value) for value, t in zip(values, steps) if t >= step), None)
+
+
+def normaliser(task_cells: list[Cell]):
+    """A task's score -> [0, 1] rule: win rates unchanged, returns min-max over every test of the task's runs."""
+    metric = task_cells[0].metric
+    if metric == "test_battle_won_mean":
+        return lambda value: value
+    logged = [v for cell in task_cells for info in cell.infos for v in info.get(metric, [])]
+    low, high = min(logged), max(logged)
+    return lambda value: (value - low) / (high - low) if high > low else 0.0
+
+
+def score_matrices(found: list[Cell], step: int | None) -> dict[str, np.ndarray]:
+    """{algorithm: normalised scores [runs, tasks]} at `step`, tasks in name order; ValueError naming what
+    does not fit one matrix (a task one algorithm lacks, unequal runs, a run without a test at the step)."""
+    tasks = sorted({cell.task for cell in found})
+    by_task = {task: [cell for cell in found if cell.task == task] for task in tasks}
+    metrics = {task: {cell.metric for cell in task_cells} for task, task_cells in by_task.items()}
+    for task, names in metrics.items():
+        if len(names) > 1:
+            raise ValueError(f"the runs on {task} log different test metrics ({', '.join(sorted(names))})")
+    norms = {task: normaliser(task_cells) for task, task_cells in by_task.items()}
+    matrices = {}
+    for algorithm in sorted({cell.algorithm for cell in found}):
+        columns = []
+        for task in tasks:
+            cell = next((c for c in by_task[task] if c.algorithm == algorithm), None)
+            if cell is None:
+                raise ValueError(f"{algorithm} has no run on {task}: aggregates over tasks need every algorithm "
+                                 f"on every task; pass the folders of one task set")
+            values = [score(info, cell.metric, step) for info in cell.infos]
+            if None in values:
+                seed = cell.configs[values.index(None)].get("seed")
+                raise ValueError(f"{algorithm} on {task} (seed {seed}) has no test at or after t_env {step:,}")
+            columns.append([norms[task](value) for value in values])
+        if len({len(column) for column in columns}) > 1:
+            raise ValueError(f"{algorithm} has {', '.join(str(len(c)) for c in columns)} runs on {', '.join(tasks)}: "
+                             f"the stratified bootstrap needs the same number of runs on every task")
+        matrices[algorithm] = np.array(columns).T  # [runs, tasks]
+    return matrices
+
+
+def few_runs_warnings(found: list[Cell]) -> list[str]:
+    return [f"warning: {cell.algorithm} on {cell.task} has {len(cell.infos)} run(s): intervals from fewer than "
+            f"{FEW_RUNS} runs say little" for cell in found if len(cell.infos) < FEW_RUNS]
+
+
+def interval_text(point: float, low: float, high: float) -> str:
+    return f"{point:.2f} [{low:.2f}, {high:.2f}]"
+
+
+def step_name(step: int | None) -> str:
+    return f"t_env {step:,}" if step is not None else f"final (mean of the last {FINAL_TESTS} tests)"
+
+
+def aggregate_table(matrices: dict[str, np.ndarray], step: int | None) -> list[str]:
+    """Markdown: per algorithm, each aggregate over its runs and tasks with its 95% interval."""
+    names = list(robust_stats.AGGREGATES)
+    lines = [f"Score: {step_name(step)}, normalised per task; 95% stratified bootstrap intervals "
+             f"({robust_stats.INTERVAL_REPS:,} resamples).", "",
+             f"| algorithm | tasks | runs per task | {' | '.join(f'{name} [95% CI]' for name in names)} |",
+             "|---" * (3 + len(names)) + "|"]
+    for algorithm, scores in matrices.items():
+        cells_text = [interval_text(*robust_stats.interval(metric, scores)) for metric in robust_stats.AGGREGATES.values()]
+        lines.append(f"| {algorithm} | {scores.shape[1]} | {scores.shape[0]} | {' | '.join(cells_text)} |")
+    return lines
+
+
+def improvement_lines(matrices: dict[str, np.ndarray], pairs: list[tuple[str, str]]) -> list[str]:
+    """Markdown: P(X > Y) with its 95% interval for each pair."""
+    lines = ["| X | Y | P(X > Y) [95% CI] |", "|---|---|---|"]
+    for x, y in pairs:
+        for name in (x, y):
+            if name not in matrices:
+                raise ValueError(f"--improvement names {name!r}, which is not among the runs "
+                                 f"({', '.join(matrices)})")
+        estimate = robust_stats.interval(robust_stats.improvement_probability, matrices[x], matrices[y])
+        lines.append(f"| {x} | {y} | {interval_text(*estimate)} |")
+    return lines
+
+
+def curve_steps(found: list[Cell], at: list[int] | None) -> list[int]:
+    """The steps of the sample-efficiency curve: --at's where it gives two or more, else CURVE_POINTS
+    evenly spaced up to the earliest last test among the runs."""
+    if at and len(at) >= 2:
+        return sorted(at)
+    last = min(info[f"{cell.metric}_T"][-1] for cell in found for info in cell.infos)
+    return [int(step) for step in np.linspace(0, last, CURVE_POINTS + 1)[1:]]
+
+
+def marl_eval(found: list[Cell]) -> tuple[dict, list[str]]:
+    """marl-eval's JSON layout, {env: {task: {algorithm: {"seed_<seed>": {"step_<k>": {"step_count": t_env,
+    "return": [...], "win_rate": [...]}}}}}}, from each test round's per-episode values (EPISODE_RECORD);
+    a run from before those were kept gives each round's mean as a one-value list (named in the notes)."""
+    data: dict = {}
+    without = []
+    for cell in found:
+        runs = data.setdefault(cell.env, {}).setdefault(cell.task, {}).setdefault(cell.algorithm, {})
+        for config, info in zip(cell.configs, cell.infos):
+            runs[f"seed_{config.get('seed')}"] = run_steps(info)
+            if EPISODE_RECORD not in info:
+                without.append(f"{cell.algorithm} on {cell.task} seed {config.get('seed')}")
+    if not without:
+        return data, []
+    named = ", ".join(without[:3]) + (f" and {len(without) - 3} more" if len(without) > 3 else "")
+    return data, [f"note: {len(without)} run(s) kept no per-episode test values ({named}): each of their test "
+                  f"rounds stands as a one-value list of its mean"]
+
+
+def run_steps(info: dict) -> dict:
+    """{"step_<k>": {...}} of one run (see marl_eval)."""
+    episodes = info.get(EPISODE_RECORD)
+    if episodes:
+        rounds = [{"step_count": t, "return": episodes["return"][k],
+                   **({"win_rate": episodes["battle_won"][k]} if "battle_won" in episodes else {})}
+                  for k, t in enumerate(episodes["T"])]
+    else:
+        metric = next(name for name in ("test_return_mean", "test_total_return_mean") if name in info)
+        won = info.get("test_battle_won_mean")
+        rounds = [{"step_count": t, "return": [value], **({"win_rate": [won[k]]} if won else {})}
+                  for k, (value, t) in enumerate(zip(info[metric], info[f"{metric}_T"]))]
+    return {f"step_{k}": entry for k, entry in enumerate(rounds)}
+
+
+def write_marl_eval(found: list[Cell], path: str) -> list[str]:
+    data, notes = marl_eval(found)
+    with open(path, "w") as f:
+        json.dump(data, f)
+    return notes
+
+
+def figures(found: list[Cell], at: list[int] | None, pairs: list[tuple[str, str]], folder: str) -> list[str]:
+    """aggregates.png, performance_profile.png, sample_efficiency.png and (with pairs) improvement.png in
+    `folder` (src/plot.py draws them) -> their paths."""
+    import plot
+
+    os.makedirs(folder, exist_ok=True)
+    step = at[-1] if at else None
+    matrices = score_matrices(found, step)
+    title = step_name(step)
+    paths = [plot.aggregate_intervals(matrices, os.path.join(folder, "aggregates.png"), title),
+             plot.performance_profiles(matrices, os.path.join(folder, "performance_profile.png"), title)]
+    steps = curve_steps(found, at)
+    curves = {algorithm: [] for algorithm in matrices}
+    for point in steps:
+        for algorithm, scores in score_matrices(found, point).items():
+            curves[algorithm].append(robust_stats.interval(robust_stats.iqm, scores, reps=robust_stats.PROFILE_REPS))
+    paths.append(plot.sample_efficiency(steps, curves, os.path.join(folder, "sample_efficiency.png")))
+    if pairs:
+        estimates = {f"P({x} > {y})": robust_stats.interval(robust_stats.improvement_probability, matrices[x],
+                                                            matrices[y]) for x, y in pairs}
+        paths.append(plot.improvement(estimates, os.path.join(folder, "improvement.png"), title))
+    return paths
+
+
+def report(folders: list[str], at: list[int] | None, pairs: list[tuple[str, str]], figure_folder: str | None,
+           marl_eval_path: str | None, tables: bool = True) -> list[str]:
+    """The lines --aggregate prints (without `tables`, none: --marl-eval alone); warnings and the files
+    written go to stderr. ValueError for input that does not fit (see score_matrices)."""
+    found = cells(folders)
+    if not found:
+        raise ValueError("no training run among the given folders")
+    lines = []
+    for step in (at or [None]) if tables else []:
+        matrices = score_matrices(found, step)
+        lines += aggregate_table(matrices, step) + [""]
+        if pairs:
+            lines += improvement_lines(matrices, pairs) + [""]
+    notes = few_runs_warnings(found)
+    if marl_eval_path:
+        notes += write_marl_eval(found, marl_eval_path) + [f"wrote {marl_eval_path} (marl-eval's JSON layout)"]
+    if figure_folder:
+        notes += [f"wrote {path}" for path in figures(found, at, pairs, figure_folder)]
+    for note in notes:
+        print(note, file=sys.stderr)
+    return lines

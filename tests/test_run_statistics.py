@@ -1,0 +1,92 @@
+"""scripts/results_table.py --aggregate, --improvement, --figures and --marl-eval on small sets of runs whose
+statistics are computed here by hand."""
+import json
+import os
+import subprocess
+import sys
+
+from main_runs import REPO
+from test_results_table import write_run
+
+TABLE = os.path.join(REPO, "scripts", "results_table.py")
+
+
+def table(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, TABLE, *args], cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+def smac_run(folder, algorithm: str, task: str, seed: int, wins: list[float], episodes: dict | None = None) -> None:
+    config = {"env": "sc2", "name": f"{algorithm}_seed{seed}", "seed": seed, "unique_token": f"{algorithm}{task}{seed}",
+              "run_kind": "train", "env_args": {"map_name": task, "seed": seed}}
+    steps = [1000 * k for k in range(len(wins))]
+    info = {"test_battle_won_mean": wins, "test_battle_won_mean_T": steps,
+            "test_return_mean": [20 * w for w in wins], "test_return_mean_T": steps}
+    if episodes:
+        info["test_episodes"] = episodes
+    write_run(str(folder / task / f"{algorithm}_seed{seed}"), config, info)
+
+
+def test_aggregates_and_the_probability_of_improvement_are_the_hand_computed_ones(tmp_path):
+    # Scores at t_env 1000 (the second test): a on 3m 0.2 0.4 0.6 and on 8m 0.5 0.7 0.9; b on both 0.1 0.3 0.5.
+    for seed, (a3, a8, b) in enumerate([(0.2, 0.5, 0.1), (0.4, 0.7, 0.3), (0.6, 0.9, 0.5)]):
+        smac_run(tmp_path, "a", "3m", seed, [0.0, a3])
+        smac_run(tmp_path, "a", "8m", seed, [0.0, a8])
+        smac_run(tmp_path, "b", "3m", seed, [0.0, b])
+        smac_run(tmp_path, "b", "8m", seed, [0.0, b])
+    proc = table(str(tmp_path), "--aggregate", "--at", "1000", "--improvement", "a", "b")
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split(" | ")[0][2:]: line for line in proc.stdout.splitlines() if line.startswith(("| a | 2", "| b | 2"))}
+    # a: the six sorted 0.2 0.4 0.5 0.6 0.7 0.9, the middle four 0.55; task means 0.4 and 0.7: mean 0.55,
+    # median 0.55; optimality gap 1 - 0.55.
+    assert rows["a"].startswith("| a | 2 | 3 | 0.55 [")
+    assert [cell.split(" [")[0] for cell in rows["a"].split(" | ")[3:]] == ["0.55", "0.55", "0.55", "0.45"]
+    # b: 0.1 0.3 0.5 on each task: IQM, mean and median 0.3.
+    assert rows["b"].startswith("| b | 2 | 3 | 0.30 [")
+    # P(a > b): on 3m, of 9 pairs a wins 6 (0.2 > 0.1; 0.4 > 0.1, 0.3; 0.6 > all), none tie: 6/9; on 8m
+    # 0.5 beats two and ties one (2.5), 0.7 and 0.9 beat all three: 8.5/9. (6/9 + 8.5/9) / 2 = 0.81.
+    assert "| a | b | 0.81 [" in proc.stdout
+    assert "warning" not in proc.stderr
+
+
+def test_few_runs_warn_and_sets_that_do_not_fit_one_matrix_are_refused(tmp_path):
+    smac_run(tmp_path / "two", "a", "3m", 0, [0.0, 0.5])
+    smac_run(tmp_path / "two", "a", "3m", 1, [0.0, 0.7])
+    proc = table(str(tmp_path / "two"), "--aggregate")
+    assert proc.returncode == 0
+    assert "warning: a on 3m has 2 run(s): intervals from fewer than 3 runs say little" in proc.stderr
+    smac_run(tmp_path / "two", "b", "8m", 0, [0.0, 0.5])
+    proc = table(str(tmp_path / "two"), "--aggregate")
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == ("results_table.py: error: a has no run on 8m: aggregates over tasks need every "
+                                   "algorithm on every task; pass the folders of one task set")
+    proc = table(str(tmp_path / "two" / "3m"), "--aggregate", "--at", "5000")
+    assert proc.stderr.strip() == "results_table.py: error: a on 3m (seed 0) has no test at or after t_env 5,000"
+
+
+def test_marl_eval_json_holds_each_rounds_episodes_and_figures_are_written(tmp_path):
+    episodes = {"T": [0, 1000], "return": [[0.0, 20.0], [20.0, 20.0]], "battle_won": [[0.0, 1.0], [1.0, 1.0]]}
+    for seed in range(3):
+        smac_run(tmp_path / "runs", "a", "3m", seed, [0.5, 1.0], episodes)
+    out = tmp_path / "marl_eval.json"
+    figures = tmp_path / "figures"
+    proc = table(str(tmp_path / "runs"), "--aggregate", "--marl-eval", str(out), "--figures", str(figures),
+                 "--improvement", "a", "a")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert list(data["sc2"]["3m"]["a"]) == ["seed_0", "seed_1", "seed_2"]
+    assert data["sc2"]["3m"]["a"]["seed_1"] == {
+        "step_0": {"step_count": 0, "return": [0.0, 20.0], "win_rate": [0.0, 1.0]},
+        "step_1": {"step_count": 1000, "return": [20.0, 20.0], "win_rate": [1.0, 1.0]}}
+    assert sorted(os.listdir(figures)) == ["aggregates.png", "improvement.png", "performance_profile.png",
+                                           "sample_efficiency.png"]
+    assert all((figures / name).read_bytes().startswith(b"\x89PNG") for name in os.listdir(figures))
+
+
+def test_runs_from_before_per_episode_records_give_one_value_lists_and_say_so(tmp_path):
+    smac_run(tmp_path, "a", "3m", 0, [0.25, 0.75])
+    out = tmp_path / "marl_eval.json"
+    proc = table(str(tmp_path), "--marl-eval", str(out))
+    assert proc.returncode == 0 and proc.stdout == ""
+    assert json.loads(out.read_text())["sc2"]["3m"]["a"]["seed_0"]["step_1"] == {
+        "step_count": 1000, "return": [15.0], "win_rate": [0.75]}
+    assert "note: 1 run(s) kept no per-episode test values (a on 3m seed 0)" in proc.stderr
