@@ -236,6 +236,8 @@ def main(argv: list[str]) -> int:
                         "algorithm over tasks, with 95%% bootstrap intervals (at each --at STEP, else final)")
     parser.add_argument("--improvement", nargs=2, action="append", metavar=("X", "Y"), default=[],
                         help="with --aggregate: the probability that algorithm X scores above Y (repeatable)")
+    parser.add_argument("--absolute", action="store_true", help="with --aggregate: score each run by its "
+                        "absolute-metric evaluation (evaluate=True absolute_metric=True), found among the folders")
     parser.add_argument("--figures", metavar="DIR", help="with --aggregate: write its figures (PNG) into DIR")
     parser.add_argument("--marl-eval", metavar="PATH", help="write the runs' tests in marl-eval's JSON layout")
     args = parser.parse_args(argv)
@@ -244,8 +246,10 @@ def main(argv: list[str]) -> int:
     if args.mean and not args.at:
         parser.error("--mean goes with --at STEP ...")
     aggregate = args.aggregate or args.marl_eval
-    if (args.improvement or args.figures) and not args.aggregate:
-        parser.error("--improvement and --figures go with --aggregate")
+    if (args.improvement or args.figures or args.absolute) and not args.aggregate:
+        parser.error("--improvement, --figures and --absolute go with --aggregate")
+    if args.absolute and args.at:
+        parser.error("--absolute scores the absolute metric; --at scores the tests at steps: ask for one")
     if aggregate and args.mean:
         parser.error("--mean and --aggregate are two tables: ask for one")
     try:
@@ -261,7 +265,8 @@ def main(argv: list[str]) -> int:
         import run_statistics
 
         try:
-            lines = run_statistics.report(folders, args.at, [tuple(pair) for pair in args.improvement],
+            steps = [run_statistics.ABSOLUTE] if args.absolute else args.at
+            lines = run_statistics.report(folders, steps, [tuple(pair) for pair in args.improvement],
                                           args.figures, args.marl_eval, tables=args.aggregate)
         except (OSError, ValueError) as error:
             print(f"results_table.py: error: {error}", file=sys.stderr)

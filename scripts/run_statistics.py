@@ -16,39 +16,65 @@ import numpy as np
 
 from results_table import FINAL_TESTS, check_one_setting, seed_groups, test_metric
 from utils import robust_stats
-from utils.run_index import EPISODE_RECORD
+from utils.run_index import EPISODE_RECORD, read_json, run_kind
 
 FEW_RUNS = 3  # fewer runs than this in a cell: a warning
 CURVE_POINTS = 20  # steps of a sample-efficiency curve when --at gives fewer than two
 
 
+ABSOLUTE = "absolute"  # the score "step" of the absolute metric
+
+
 @dataclass
 class Cell:
-    """The runs of one algorithm on one task."""
+    """The runs of one algorithm on one task, with each run's absolute-metric evaluation (info.json) if any."""
     algorithm: str
     task: str
     env: str
     configs: list[dict]
     infos: list[dict]
+    absolute: list[dict | None]
 
     @property
     def metric(self) -> str:
         return test_metric(self.infos[0]) or "no test"
 
 
+def absolute_evaluations(folders: list[str]) -> dict[str, dict]:
+    """{unique_token of a training run: info.json of its absolute-metric evaluation} among `folders` (the
+    evaluation names its run by the token it read from the run's checkpoint); ValueError for two of one run."""
+    found: dict[str, tuple[str, dict]] = {}
+    for folder in folders:
+        if run_kind(read_json(os.path.join(folder, "config.json"))) != "evaluate":
+            continue
+        info = read_json(os.path.join(folder, "info.json"))
+        token = info.get("absolute_metric", {}).get("unique_token")
+        if token is None:
+            continue
+        if token in found:
+            raise ValueError(f"two absolute-metric evaluations of run {token}: {found[token][0]} and {folder}; "
+                             f"pass the folder of one")
+        found[token] = (folder, info)
+    return {token: info for token, (_, info) in found.items()}
+
+
 def cells(folders: list[str]) -> list[Cell]:
     """The training runs under `folders` as cells; ValueError where a cell's runs differ in a setting."""
+    absolute = absolute_evaluations(folders)
     found = []
     for (task, algorithm), runs in sorted(seed_groups(folders).items()):
         configs = [config for config, _ in runs]
         check_one_setting(configs, f"the {algorithm} runs on {task}")
-        found.append(Cell(algorithm, task, configs[0]["env"], configs, [info for _, info in runs]))
+        found.append(Cell(algorithm, task, configs[0]["env"], configs, [info for _, info in runs],
+                          [absolute.get(config.get("unique_token")) for config in configs]))
     return found
 
 
-def score(info: dict, metric: str, step: int | None) -> float | None:
-    """The run's test metric at `step` (first test at or after it), or the mean of its last FINAL_TESTS
-    tests for None; None where the run has no such test."""
+def score(info: dict, metric: str, step: int | str | None, absolute: dict | None = None) -> float | None:
+    """The run's test metric at `step` (first test at or after it), the mean of its last FINAL_TESTS tests
+    for None, or for ABSOLUTE its absolute-metric evaluation's; None where the run has no such test."""
+    if step == ABSOLUTE:
+        return float(absolute[metric][0]) if absolute and absolute.get(metric) else None
     values, steps = info.get(metric, []), info.get(f"{metric}_T", [])
     if step is None:
         return float(np.mean(values[-FINAL_TESTS:])) if values else None
@@ -83,10 +109,12 @@ def score_matrices(found: list[Cell], step: int | None) -> dict[str, np.ndarray]
             if cell is None:
                 raise ValueError(f"{algorithm} has no run on {task}: aggregates over tasks need every algorithm "
                                  f"on every task; pass the folders of one task set")
-            values = [score(info, cell.metric, step) for info in cell.infos]
+            values = [score(info, cell.metric, step, absolute) for info, absolute in zip(cell.infos, cell.absolute)]
             if None in values:
                 seed = cell.configs[values.index(None)].get("seed")
-                raise ValueError(f"{algorithm} on {task} (seed {seed}) has no test at or after t_env {step:,}")
+                missing = ("no absolute-metric evaluation (evaluate=True absolute_metric=True)" if step == ABSOLUTE
+                           else f"no test at or after t_env {step:,}")
+                raise ValueError(f"{algorithm} on {task} (seed {seed}) has {missing}")
             columns.append([norms[task](value) for value in values])
         if len({len(column) for column in columns}) > 1:
             raise ValueError(f"{algorithm} has {', '.join(str(len(c)) for c in columns)} runs on {', '.join(tasks)}: "
@@ -104,7 +132,9 @@ def interval_text(point: float, low: float, high: float) -> str:
     return f"{point:.2f} [{low:.2f}, {high:.2f}]"
 
 
-def step_name(step: int | None) -> str:
+def step_name(step: int | str | None) -> str:
+    if step == ABSOLUTE:
+        return "absolute metric (the best checkpoint re-tested on 10 x test_nepisode episodes)"
     return f"t_env {step:,}" if step is not None else f"final (mean of the last {FINAL_TESTS} tests)"
 
 
@@ -145,14 +175,20 @@ def curve_steps(found: list[Cell], at: list[int] | None) -> list[int]:
 
 def marl_eval(found: list[Cell]) -> tuple[dict, list[str]]:
     """marl-eval's JSON layout, {env: {task: {algorithm: {"seed_<seed>": {"step_<k>": {"step_count": t_env,
-    "return": [...], "win_rate": [...]}}}}}}, from each test round's per-episode values (EPISODE_RECORD);
-    a run from before those were kept gives each round's mean as a one-value list (named in the notes)."""
+    "return": [...], "win_rate": [...]}, "absolute_metrics": {...}}}}}}, from each test round's per-episode
+    values (EPISODE_RECORD) and the run's absolute-metric evaluation where one is among the folders; a run from
+    before per-episode values were kept gives each round's mean as a one-value list (named in the notes)."""
     data: dict = {}
     without = []
     for cell in found:
         runs = data.setdefault(cell.env, {}).setdefault(cell.task, {}).setdefault(cell.algorithm, {})
-        for config, info in zip(cell.configs, cell.infos):
+        for config, info, absolute in zip(cell.configs, cell.infos, cell.absolute):
             runs[f"seed_{config.get('seed')}"] = run_steps(info)
+            if absolute:
+                episodes = absolute[EPISODE_RECORD]
+                runs[f"seed_{config.get('seed')}"]["absolute_metrics"] = {
+                    "return": episodes["return"][0],
+                    **({"win_rate": episodes["battle_won"][0]} if "battle_won" in episodes else {})}
             if EPISODE_RECORD not in info:
                 without.append(f"{cell.algorithm} on {cell.task} seed {config.get('seed')}")
     if not without:
@@ -184,13 +220,14 @@ def write_marl_eval(found: list[Cell], path: str) -> list[str]:
     return notes
 
 
-def figures(found: list[Cell], at: list[int] | None, pairs: list[tuple[str, str]], folder: str) -> list[str]:
+def figures(found: list[Cell], at: list, pairs: list[tuple[str, str]], folder: str) -> list[str]:
     """aggregates.png, performance_profile.png, sample_efficiency.png and (with pairs) improvement.png in
     `folder` (src/plot.py draws them) -> their paths."""
     import plot
 
     os.makedirs(folder, exist_ok=True)
     step = at[-1] if at else None
+    at = [point for point in at or [] if point != ABSOLUTE]
     matrices = score_matrices(found, step)
     title = step_name(step)
     paths = [plot.aggregate_intervals(matrices, os.path.join(folder, "aggregates.png"), title),
@@ -208,7 +245,7 @@ def figures(found: list[Cell], at: list[int] | None, pairs: list[tuple[str, str]
     return paths
 
 
-def report(folders: list[str], at: list[int] | None, pairs: list[tuple[str, str]], figure_folder: str | None,
+def report(folders: list[str], at: list | None, pairs: list[tuple[str, str]], figure_folder: str | None,
            marl_eval_path: str | None, tables: bool = True) -> list[str]:
     """The lines --aggregate prints (without `tables`, none: --marl-eval alone); warnings and the files
     written go to stderr. ValueError for input that does not fit (see score_matrices)."""

@@ -251,6 +251,12 @@ def check_settings(config: dict) -> None:
                          f"has no such setting")
     if config.get("resume") and not config["checkpoint_path"]:
         raise InputError("resume=True needs checkpoint_path=<local_results_path>/models/<unique_token>")
+    if config["absolute_metric"] and not (config["evaluate"] and config["checkpoint_path"]):
+        raise InputError("absolute_metric=True re-tests the best checkpoint of a run: give it with evaluate=True "
+                         "checkpoint_path=<local_results_path>/models/<unique_token>")
+    if config["absolute_metric"] and config["save_replay"]:
+        raise InputError("absolute_metric=True plays 10 x test_nepisode episodes: record replays with a plain "
+                         "evaluate=True save_replay=True run of the checkpoint it picks (load_step)")
     if config.get("resume") and config["evaluate"]:
         raise InputError("resume=True continues training; to evaluate a checkpoint give only checkpoint_path "
                          "with evaluate=True")

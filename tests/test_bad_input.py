@@ -117,6 +117,10 @@ def test_unported_keys_are_not_config_keys():
     ({"common_reward": False}, "common_reward=False (a reward per agent) needs a gymma task: sc2 gives one"),
     ({"reward_scalarisation": "max"}, "reward_scalarisation='max'; choose one of: sum, mean"),
     ({"resume": True, "checkpoint_path": "x", "evaluate": True}, "resume=True continues training;"),
+    ({"absolute_metric": True}, "absolute_metric=True re-tests the best checkpoint of a run: give it with evaluate=True"),
+    ({"absolute_metric": True, "evaluate": True}, "absolute_metric=True re-tests the best checkpoint of a run"),
+    ({"absolute_metric": True, "evaluate": True, "checkpoint_path": "x", "save_replay": True},
+     "absolute_metric=True plays 10 x test_nepisode episodes: record replays with"),
 ])
 def test_impossible_settings_are_rejected(qmix_sc2, updates, message):
     with pytest.raises(InputError) as error:

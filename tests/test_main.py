@@ -81,6 +81,24 @@ def test_evaluate_loads_the_closest_saved_model(parallel_training, results):
     assert info["test_return_mean"][0] == pytest.approx(trained["test_return_mean"][1])
 
 
+def test_the_absolute_metric_retests_the_best_checkpoint_on_ten_times_the_episodes(parallel_training, results):
+    models = os.path.join(results, "models")
+    (token,) = os.listdir(models)
+    proc = run_main("--config=qmix", "--env-config=one_step_matrix_game", "with", f"seed={SEED}",
+                    f"local_results_path={results}", "batch_size_run=2", "evaluate=True", "absolute_metric=True",
+                    f"checkpoint_path={os.path.join(models, token)}", "test_nepisode=2", *SMALL)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trained = read_json(parallel_training, "info.json")
+    logged = dict(zip(trained["test_return_mean_T"], trained["test_return_mean"]))
+    best = max([2, 22, 42], key=lambda step: (logged[step], -step))  # the earliest of equals
+    evaluation = run_dir(results, "one_step_matrix_game", "qmix_env=8_adam_td_lambda/eval", 2)
+    info = read_json(evaluation, "info.json")
+    assert info["absolute_metric"] == {"unique_token": token, "t_env": best, "selected_by": "test_return_mean",
+                                       "logged_value": logged[best], "episodes": 20}
+    assert info["test_episodes"]["T"] == [best] and len(info["test_episodes"]["return"][0]) == 20
+    assert f"Evaluation: 20 episodes at t_env {best}: " in proc.stderr
+
+
 def test_episode_runner_on_small_stag_hunt(tmp_path):
     proc = run_main("--config", "vdn", "--env-config", "small_stag_hunt", "with", f"local_results_path={tmp_path}",
                     f"seed={SEED}", "runner=episode", "batch_size_run=1", "t_max=60", "test_interval=50",

@@ -90,3 +90,33 @@ def test_runs_from_before_per_episode_records_give_one_value_lists_and_say_so(tm
     assert json.loads(out.read_text())["sc2"]["3m"]["a"]["seed_0"]["step_1"] == {
         "step_count": 1000, "return": [15.0], "win_rate": [0.75]}
     assert "note: 1 run(s) kept no per-episode test values (a on 3m seed 0)" in proc.stderr
+
+
+def absolute_evaluation(folder, token: str, won: list[float]) -> None:
+    """An absolute-metric evaluation's record (run.py, evaluate_absolute_metric) of the run `token`."""
+    info = {"absolute_metric": {"unique_token": token, "t_env": 1000, "selected_by": "test_battle_won_mean",
+                                "logged_value": 1.0, "episodes": len(won)},
+            "test_battle_won_mean": [sum(won) / len(won)], "test_battle_won_mean_T": [1000],
+            "test_episodes": {"T": [1000], "return": [[20.0 * w for w in won]], "battle_won": [won]}}
+    write_run(str(folder), {"env": "sc2", "name": "a", "run_kind": "evaluate", "env_args": {"map_name": "3m"}}, info)
+
+
+def test_the_absolute_metric_scores_runs_by_their_own_evaluations_found_by_token(tmp_path):
+    for seed, won in enumerate([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]]):
+        smac_run(tmp_path, "a", "3m", seed, [0.5, 1.0])
+        absolute_evaluation(tmp_path / "3m" / "a" / "eval" / str(seed), f"a3m{seed}", won)
+    out = tmp_path / "marl_eval.json"
+    proc = table(str(tmp_path), "--aggregate", "--absolute", "--marl-eval", str(out))
+    assert proc.returncode == 0, proc.stderr
+    # Scores 0.5, 1.0, 0.0: IQM of three is their mean (int(0.75) = 0 cut), 0.5.
+    assert "Score: absolute metric (the best checkpoint re-tested on 10 x test_nepisode episodes)" in proc.stdout
+    assert "| a | 1 | 3 | 0.50 [" in proc.stdout
+    assert json.loads(out.read_text())["sc2"]["3m"]["a"]["seed_1"]["absolute_metrics"] == {
+        "return": [20.0, 20.0], "win_rate": [1.0, 1.0]}
+    smac_run(tmp_path, "a", "3m", 3, [0.5, 1.0])  # a fourth seed without one
+    proc = table(str(tmp_path), "--aggregate", "--absolute")
+    assert proc.stderr.strip() == ("results_table.py: error: a on 3m (seed 3) has no absolute-metric evaluation "
+                                   "(evaluate=True absolute_metric=True)")
+    absolute_evaluation(tmp_path / "3m" / "a" / "eval" / "again", "a3m0", [1.0])
+    proc = table(str(tmp_path), "--aggregate", "--absolute")
+    assert "two absolute-metric evaluations of run a3m0" in proc.stderr

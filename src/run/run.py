@@ -178,6 +178,9 @@ def run_sequential(args: SimpleNamespace, logger: Logger, resume: ResumePoint | 
     try:
         buffer, learner = setup_learning(args, runner, logger)
         loop = LOOPS[args.run](args, runner, buffer, learner, logger)
+        if args.absolute_metric:
+            evaluate_absolute_metric(args, learner, runner, logger)
+            return
         if resume is not None:
             loop.resume(resume)
         elif args.checkpoint_path:
@@ -318,10 +321,67 @@ def checkpoint_mismatch(folder: str):
                                          f"env or mixer differ): {reason}") from None
 
 
-def run_tests(args: SimpleNamespace, runner) -> None:
-    """Greedy test episodes (test_nepisode in all); the runner logs test_* stats after the last one."""
-    for _ in range(max(1, args.test_nepisode // runner.batch_size)):
+def run_tests(args: SimpleNamespace, runner, rounds: int = 1) -> None:
+    """Greedy test episodes (test_nepisode in all, `rounds` times as many for the absolute metric); the
+    runner logs test_* stats after the last one."""
+    for _ in range(rounds * max(1, args.test_nepisode // runner.batch_size)):
         runner.run(test_mode=True)
+
+
+# The absolute metric: the best checkpoint re-tested on this many times test_nepisode episodes (Gorsane et al.,
+# "Towards a Standardised Performance Evaluation Protocol for Cooperative MARL", 2022).
+ABSOLUTE_ROUNDS = 10
+# The logged test metric that picks the best checkpoint: the first of these the run logged (as results_table).
+SELECTION_METRICS = ("test_battle_won_mean", "test_return_mean", "test_total_return_mean")
+
+
+def best_checkpoint(checkpoint_path: str) -> tuple[int, str, float, str]:
+    """(t_env, metric, value, unique_token) of the checkpoint under checkpoint_path whose test, as the run
+    logged it, scored highest (the earliest of equals). A checkpoint's test is the one the run logged at its
+    t_env (the loop tests and saves in the same iteration when save_model_interval is a multiple of
+    test_interval), else the last one before it. The curve and the run's token are read from the newest
+    checkpoint's training state (the token: the folder's name for checkpoints from before it was recorded)."""
+    state = checkpoint.saved_state(checkpoint_path, 0)
+    if state is None or "sacred_info" not in state:
+        raise checkpoint.CheckpointError(f"the newest checkpoint in {checkpoint_path} keeps no training state with "
+                                         f"the run's logged tests: the absolute metric cannot pick its best one")
+    info = state["sacred_info"]
+    metric = next((name for name in SELECTION_METRICS if info.get(name)), None)
+    if metric is None:
+        raise checkpoint.CheckpointError(f"the run of {checkpoint_path} logged no test ({', '.join(SELECTION_METRICS)})")
+    tested = list(zip(info[f"{metric}_T"], info[metric]))
+    scored = []
+    for step in checkpoint.saved_steps(checkpoint_path):
+        before = [value for t, value in tested if t <= step]
+        if before:
+            scored.append((before[-1], -step))
+    if not scored:
+        raise checkpoint.CheckpointError(f"no checkpoint in {checkpoint_path} was saved after a test")
+    value, negative_step = max(scored)
+    return -negative_step, metric, value, state.get("unique_token") or checkpoint_token(checkpoint_path)
+
+
+def evaluate_absolute_metric(args: SimpleNamespace, learner, runner, logger: Logger) -> None:
+    """Load the best checkpoint of args.checkpoint_path (best_checkpoint), test it greedily on ABSOLUTE_ROUNDS
+    x test_nepisode episodes as one test round, and record what was picked under "absolute_metric" in this
+    evaluation run's info.json (the episodes themselves under test_episodes, their means as test_*_mean)."""
+    step, metric, value, token = best_checkpoint(args.checkpoint_path)
+    folder = os.path.join(args.checkpoint_path, str(step))
+    checkpoint.verify(folder, need_state=False)
+    log = logger.console_logger
+    log.info(f"Absolute metric: the best checkpoint of run {token} by its logged {metric} is t_env {step} "
+             f"({value:.4g}); loading {folder}")
+    with checkpoint_mismatch(folder):
+        learner.load_models(folder)
+    runner.t_env = step
+    runner.n_test_episodes *= ABSOLUTE_ROUNDS
+    with th.no_grad():
+        run_tests(args, runner, rounds=ABSOLUTE_ROUNDS)
+    n_episodes = runner.n_test_episodes
+    if logger.use_sacred:
+        logger.sacred_info["absolute_metric"] = {"unique_token": token, "t_env": step, "selected_by": metric,
+                                                 "logged_value": value, "episodes": n_episodes}
+    log.info(evaluation_summary(logger.stats, n_episodes, step, merge_env_stats(runner.get_env_stats())))
 
 
 def evaluate_sequential(args: SimpleNamespace, runner, logger: Logger) -> None:
@@ -520,7 +580,8 @@ class TrainingLoop:
                 "runner": self.runner.state_dict(), "learner": self.learner.state_dict(),
                 "train_precision": self.args.train_precision, "simulator": simulator_of(self.args),
                 "rng": checkpoint.rng_states(), "sacred_info": self.logger.sacred_info_copy(),
-                "seed": getattr(self.args, "seed", None), "seed_batch": getattr(self.args, "seed_batch", {})}
+                "seed": getattr(self.args, "seed", None), "seed_batch": getattr(self.args, "seed_batch", {}),
+                "unique_token": self.args.unique_token}
 
     def resume(self, point) -> None:
         """Load a checkpoint written by save_models and carry on exactly where it was taken."""
