@@ -19,7 +19,7 @@ from utils import robust_stats
 from utils.run_index import EPISODE_RECORD, read_json, run_kind
 
 FEW_RUNS = 3  # fewer runs than this in a cell: a warning
-CURVE_POINTS = 20  # steps of a sample-efficiency curve when --at gives fewer than two
+CURVE_POINTS = 20  # steps of a sample-efficiency curve
 
 
 ABSOLUTE = "absolute"  # the score "step" of the absolute metric
@@ -164,11 +164,9 @@ def improvement_lines(matrices: dict[str, np.ndarray], pairs: list[tuple[str, st
     return lines
 
 
-def curve_steps(found: list[Cell], at: list[int] | None) -> list[int]:
-    """The steps of the sample-efficiency curve: --at's where it gives two or more, else CURVE_POINTS
-    evenly spaced up to the earliest last test among the runs."""
-    if at and len(at) >= 2:
-        return sorted(at)
+def curve_steps(found: list[Cell]) -> list[int]:
+    """The steps of the sample-efficiency curve: CURVE_POINTS evenly spaced up to the earliest last test
+    among the runs (each run's value there: its first test at or after the step)."""
     last = min(info[f"{cell.metric}_T"][-1] for cell in found for info in cell.infos)
     return [int(step) for step in np.linspace(0, last, CURVE_POINTS + 1)[1:]]
 
@@ -227,12 +225,11 @@ def figures(found: list[Cell], at: list, pairs: list[tuple[str, str]], folder: s
 
     os.makedirs(folder, exist_ok=True)
     step = at[-1] if at else None
-    at = [point for point in at or [] if point != ABSOLUTE]
     matrices = score_matrices(found, step)
     title = step_name(step)
     paths = [plot.aggregate_intervals(matrices, os.path.join(folder, "aggregates.png"), title),
              plot.performance_profiles(matrices, os.path.join(folder, "performance_profile.png"), title)]
-    steps = curve_steps(found, at)
+    steps = curve_steps(found)
     curves = {algorithm: [] for algorithm in matrices}
     for point in steps:
         for algorithm, scores in score_matrices(found, point).items():

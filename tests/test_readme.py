@@ -48,7 +48,7 @@ def readme_commands(heading: str, program: str = "src/main.py") -> list:
 # The README sections whose first bash block a test runs, command by command.
 RUN_SECTIONS = ("# marlkit", "## Quick start", "### Value-based algorithms", "### Policy-based algorithms",
                 "### Gymnasium and PettingZoo tasks", "## SMACv2 without StarCraft II", "## Seeds",
-                "## Sweeps and plots", "## Long runs")
+                "## Sweeps and plots", "## Long runs", "## Reporting results")
 
 
 def test_every_readme_command_is_run_by_a_test():
@@ -188,3 +188,33 @@ def test_the_sweep_and_plot_commands_run(tmp_path):
                            "--out", str(tmp_path / "plot")], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (tmp_path / "plot.png").exists()
+
+
+def test_the_reporting_commands_run_on_a_short_run_and_its_absolute_metric(tmp_path):
+    """The README's reporting commands on one short 3m run that saves models: the aggregate table at a
+    step the run tested, the absolute-metric evaluation of its best checkpoint, and the table and
+    marl-eval JSON of the absolute metric."""
+    (evaluate,) = readme_commands("## Reporting results")
+    tables = readme_commands("## Reporting results", "scripts/results_table.py")
+    results = str(tmp_path / "results")
+    train = run_main("--config=qmix", "--env-config=sc2", "with", "save_model=True", "save_model_interval=50",
+                     *[f"{key}={value}" for key, value in SHORT.items()], "t_max=250", f"local_results_path={results}")
+    assert train.returncode == 0, train.stderr[-3000:]
+    (token,) = os.listdir(os.path.join(results, "models"))
+    proc = run_main(*shortened(evaluate, results, os.path.join(results, "models", token)))
+    assert proc.returncode == 0 and "Absolute metric: the best checkpoint of run" in proc.stderr, proc.stderr[-3000:]
+    outputs = []
+    for command in tables:
+        argv = shlex.split(command.replace("results/", f"{results}/").replace("plots/", f"{tmp_path}/plots/"))[2:]
+        argv = ["100" if value == "200000" else value for value in argv]  # a step the short run tested
+        table = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "results_table.py"), *argv], cwd=REPO,
+                               capture_output=True, text=True, timeout=120)
+        assert table.returncode == 0, f"{command}\n{table.stderr[-3000:]}"
+        outputs.append(table.stdout)
+    assert "| qmix_env=8_adam_td_lambda | 1 | 1 | " in outputs[0] and "Score: absolute metric" in outputs[1]
+    assert sorted(os.listdir(tmp_path / "plots" / "report")) == [
+        "aggregates.png", "performance_profile.png", "sample_efficiency.png"]
+    with open(os.path.join(results, "marl_eval.json")) as f:
+        run = json.load(f)["sc2"]["3m"]["qmix_env=8_adam_td_lambda"]
+    (seed,) = run.values()
+    assert len(seed["absolute_metrics"]["win_rate"]) == 20  # 10 x test_nepisode 2
