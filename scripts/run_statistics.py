@@ -151,6 +151,18 @@ def aggregate_table(matrices: dict[str, np.ndarray], step: int | None) -> list[s
     return lines
 
 
+def per_task_table(matrices: dict[str, np.ndarray], tasks: list[str]) -> list[str]:
+    """Markdown: each algorithm's IQM and mean on each task apart, with their 95% intervals."""
+    lines = ["| task | algorithm | runs | IQM [95% CI] | mean [95% CI] |", "|---|---|---|---|---|"]
+    for k, task in enumerate(tasks):
+        for algorithm, scores in matrices.items():
+            column = scores[:, [k]]  # [runs, 1]
+            lines.append(f"| {task} | {algorithm} | {column.shape[0]} | "
+                         f"{interval_text(*robust_stats.interval(robust_stats.iqm, column))} | "
+                         f"{interval_text(*robust_stats.interval(robust_stats.mean, column))} |")
+    return lines
+
+
 def improvement_lines(matrices: dict[str, np.ndarray], pairs: list[tuple[str, str]]) -> list[str]:
     """Markdown: P(X > Y) with its 95% interval for each pair."""
     lines = ["| X | Y | P(X > Y) [95% CI] |", "|---|---|---|"]
@@ -253,6 +265,9 @@ def report(folders: list[str], at: list | None, pairs: list[tuple[str, str]], fi
     for step in (at or [None]) if tables else []:
         matrices = score_matrices(found, step)
         lines += aggregate_table(matrices, step) + [""]
+        tasks = sorted({cell.task for cell in found})
+        if len(tasks) > 1:
+            lines += per_task_table(matrices, tasks) + [""]
         if pairs:
             lines += improvement_lines(matrices, pairs) + [""]
     notes = few_runs_warnings(found)

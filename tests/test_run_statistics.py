@@ -40,6 +40,9 @@ def test_aggregates_and_the_probability_of_improvement_are_the_hand_computed_one
     # median 0.55; optimality gap 1 - 0.55.
     assert rows["a"].startswith("| a | 2 | 3 | 0.55 [")
     assert [cell.split(" [")[0] for cell in rows["a"].split(" | ")[3:]] == ["0.55", "0.55", "0.55", "0.45"]
+    # Per task: a on 8m 0.5 0.7 0.9, mean 0.7 (IQM of three: their mean); a resample of three 0.5s (or 0.9s)
+    # comes 1 time in 27, more often than 2.5%, so the interval runs from 0.5 to 0.9.
+    assert "| 8m | a | 3 | 0.70 [0.50, 0.90] | 0.70 [0.50, 0.90] |" in proc.stdout
     # b: 0.1 0.3 0.5 on each task: IQM, mean and median 0.3.
     assert rows["b"].startswith("| b | 2 | 3 | 0.30 [")
     # P(a > b): on 3m, of 9 pairs a wins 6 (0.2 > 0.1; 0.4 > 0.1, 0.3; 0.6 > all), none tie: 6/9; on 8m
