@@ -175,6 +175,19 @@ def test_each_package_name_keeps_its_own_numba_cache():
     assert locator.get_cache_path() == os.path.join(REPO, "src", "envs", "starcraft", "__pycache__", "envs")
 
 
+@pytest.mark.parametrize("user_level, expected", [(None, "WARNING"), ("DEBUG", "DEBUG")])
+def test_the_package_keeps_numbas_logger_quiet_unless_the_user_set_it(user_level, expected):
+    """A host that logs DEBUG at the root (PyMARL2's and EPyMARL's main.py) gets none of Numba's compiler
+    lines; a host that set Numba's own level keeps it. In a fresh process: the import is what is tested."""
+    setup = f"logging.getLogger('numba').setLevel('{user_level}'); " if user_level else ""
+    code = ("import logging; logging.basicConfig(level=logging.DEBUG); " + setup +
+            "import envs.starcraft; print(logging.getLevelName(logging.getLogger('numba').level))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=os.path.join(REPO, "src"), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == expected
+
+
 def random_trace(env_class, map_name: str, steps: int = 150) -> dict:
     """What every public method returns over `steps` steps of seeded random available actions (episodes
     restart), as plain lists; the same function runs in the fresh virtual environment."""

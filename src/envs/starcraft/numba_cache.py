@@ -1,5 +1,9 @@
-"""Numba's on-disk cache of the simulator's compiled loops, kept apart for each name the package is imported
-under.
+"""Numba as the package sets it up before anything compiles: its logger kept quiet, and its on-disk cache of
+the simulator's compiled loops kept apart for each name the package is imported under.
+
+As a guest in other code the package keeps Numba's logger at WARNING unless the user has set its level:
+PyMARL2's and EPyMARL's main.py set the root logger to DEBUG, and Numba then logs every pass of the
+simulator's first compile (about 75 MB of log).
 
 The same files run as `envs.starcraft` (src/main.py) and as `marlkit.starcraft` (the installed package; with
 `pip install -e .` from the very same folder). A compiled loop's cache entry refers to the loops it calls by
@@ -8,9 +12,13 @@ in-tree cache (__pycache__ beside the source) by file and function only. This lo
 sub-folder of __pycache__ (__pycache__/envs/, __pycache__/marlkit/). The package's __init__ imports this
 module before any module that compiles.
 """
+import logging
 import os
 
 from numba.core import caching
+
+if logging.getLogger("numba").level == logging.NOTSET:
+    logging.getLogger("numba").setLevel(logging.WARNING)
 
 # Numba's in-tree locator and the list of locators it tries (public names since 0.59, underscored before).
 _IN_TREE = getattr(caching, "InTreeCacheLocator", None) or getattr(caching, "_InTreeCacheLocator")
