@@ -92,9 +92,13 @@ class BasicMAC:
         """Agent outputs [bs, T, n_agents, n_actions] for all T stored steps, from fresh (zero)
         memory, in one fused pass; the same values as init_hidden and forward at t = 0 .. T-1.
         hidden_states is left alone."""
-        inputs = self.build_sequence_inputs(ep_batch)  # [bs, T, n_agents, input]
+        return self.forward_inputs(self.build_sequence_inputs(ep_batch), ep_batch["avail_actions"])
+
+    def forward_inputs(self, inputs: th.Tensor, avail_actions: th.Tensor) -> th.Tensor:
+        """forward_sequence of inputs already built (build_sequence_inputs: [bs, T, n_agents, input]), for a
+        learner that passes over one batch several times: [bs, T, n_agents, n_actions]."""
         agent_outs = self.agent.forward_sequence(inputs)  # [bs, T, n_agents, n_actions]
-        return self._outputs(agent_outs, ep_batch["avail_actions"])
+        return self._outputs(agent_outs, avail_actions)
 
     def forward_sequence_pair(self, other: "BasicMAC", ep_batch: EpisodeBatch, with_memory: bool = False) -> tuple:
         """forward_sequence of this controller (with gradients) and of `other` (the learner's target

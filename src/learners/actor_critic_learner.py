@@ -187,12 +187,13 @@ class PPOLearner(ActorCriticLearner):
             return {}
         data, rewards, mask = prepared
         actions = data.actions  # [bs, T-1, n, 1]
+        inputs = self.mac.build_sequence_inputs(batch)  # [bs, T, n, input]: built once for every epoch
         with th.no_grad():
-            old_policies = self._policies(batch)[:, :-1].masked_fill((mask == 0).unsqueeze(-1), 1.0)
+            old_policies = self._policies(batch, inputs)[:, :-1].masked_fill((mask == 0).unsqueeze(-1), 1.0)
             old_log_pi_taken = th.log(taken(old_policies, actions) + LOG_EPS)  # [bs, T-1, n]
         critic_data = self._critic_data(batch)  # the target critic does not change within the call
         for _ in range(self.args.epochs):
-            policies = self._policies(batch)[:, :-1]  # [bs, T-1, n, n_actions]
+            policies = self._policies(batch, inputs)[:, :-1]  # [bs, T-1, n, n_actions]
             advantages, critic_stats = self._train_critic(critic_data, rewards, mask, t_env)  # [bs, T-1, n]
             loss, policies = clipped_policy_loss(policies, old_log_pi_taken, advantages, actions, mask,
                                                  self.args.eps_clip, self.args.entropy_coef)

@@ -100,9 +100,13 @@ class PolicyLearner:
         self.critic_training_steps = 0
         self.last_target_update_step = 0
 
-    def _policies(self, batch: EpisodeBatch):
-        """The controller's outputs over the batch (see unroll_policy), with gradients."""
+    def _policies(self, batch: EpisodeBatch, inputs: th.Tensor | None = None):
+        """The controller's outputs over the batch (see unroll_policy), with gradients. A learner that passes
+        over one batch several times (PPO's epochs) builds the controller's inputs once
+        (mac.build_sequence_inputs, [bs, T, n_agents, input]) and passes them here; stepwise ignores them."""
         self.mac.agent.train()
+        if inputs is not None and not self.stepwise:
+            return self.mac.forward_inputs(inputs, batch["avail_actions"])
         return unroll_policy(self.mac, batch, self.stepwise)
 
     def _optimise(self, optimiser: th.optim.Optimizer | tuple, params: list, loss: th.Tensor,

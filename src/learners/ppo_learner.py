@@ -89,7 +89,7 @@ class PPOLearner(PolicyLearner):
         actions = data.actions  # [bs, T-1, n_agents, 1]
         old_pi_taken = taken(batch["probs"][:, :-1], actions).clamp(min=UNAVAILABLE_PROBABILITY)
         old_log_pi = th.log(old_pi_taken)  # [bs, T-1, n_agents]
-        inputs = self.mac.build_sequence_inputs(batch)  # [bs, T, n_agents, input]: the critic's, built once
+        inputs = self.mac.build_sequence_inputs(batch)  # [bs, T, n_agents, input]: built once for every epoch
         with th.no_grad():
             old_values = self._values(inputs)  # [bs, T, n_agents], normalised with use_value_norm
             advantages, targets = self._advantages_and_targets(data, old_values)  # [bs, T-1, n_agents] each
@@ -97,7 +97,7 @@ class PPOLearner(PolicyLearner):
         for _ in range(self.args.mini_epochs):
             values = self._values(inputs)[:, :-1]  # [bs, T-1, n_agents]
             critic_loss = clipped_value_loss(values, old_values[:, :-1], targets, self.args.eps_clip, mask)
-            pi = self._policies(batch)[:, :-1].masked_fill(avail_actions == 0, UNAVAILABLE_PROBABILITY)
+            pi = self._policies(batch, inputs)[:, :-1].masked_fill(avail_actions == 0, UNAVAILABLE_PROBABILITY)
             actor_loss = clipped_surrogate_loss(th.log(taken(pi, actions)), old_log_pi, advantages,
                                                 self.args.eps_clip, mask)
             entropy_loss = masked_mean(entropy(pi / pi.sum(-1, keepdim=True)), mask)
