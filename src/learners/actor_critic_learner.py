@@ -106,8 +106,13 @@ class ActorCriticLearner(StandardisedLearner, PolicyLearner):
         super().__init__(mac, logger, args)
         if args.critic_type not in self.CRITIC_TYPES:
             raise ValueError(f"critic_type={args.critic_type!r}: {args.learner} takes {', '.join(self.CRITIC_TYPES)}")
-        self._add_critic(critic_REGISTRY[args.critic_type](scheme, args), critic_lr=args.lr)
+        self._add_critic(critic_REGISTRY[args.critic_type](scheme, args), critic_lr=args.lr,
+                         trained_with=self._trained_with_critic(scheme, args))
         self._init_standardisation(args, (self.n_agents,))
+
+    def _trained_with_critic(self, scheme: dict, args: SimpleNamespace) -> th.nn.Module | None:
+        """A network the critic's Adam step also trains (PAC's state value); none here."""
+        return None
 
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int, per_weight: th.Tensor | None = None) -> dict:
         """One critic step, then one actor step; per_weight (prioritized replay) is refused at construction."""

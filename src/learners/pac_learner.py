@@ -44,22 +44,19 @@ class PACLearner(ActorCriticLearner):
     CRITIC_TYPES = ("pac_critic", "pac_critic_ns")
 
     def __init__(self, mac, scheme: dict, logger, args: SimpleNamespace):
-        super().__init__(mac, scheme, logger, args)
         if args.state_value_type not in STATE_VALUE_TYPES:
             raise ValueError(f"state_value_type={args.state_value_type!r}: {args.learner} takes "
                              f"{', '.join(STATE_VALUE_TYPES)}")
-        self.state_value = critic_REGISTRY[args.state_value_type](scheme, args)
+        super().__init__(mac, scheme, logger, args)
         self.networks["state_value.th"] = self.state_value
-        self._add_state_value_optimiser(args)
         if args.standardise_rewards:
             logger.console_logger.warning(f"{args.learner}: standardise_rewards=True standardises the rewards here; "
                                           f"EPyMARL's standardised the returns under this key")
 
-    def _add_state_value_optimiser(self, args: SimpleNamespace) -> None:
-        """PAC trains the critic and the state value in one Adam step (one clipped gradient)."""
-        self.critic_params += list(self.state_value.parameters())
-        self.critic_optimiser = Adam(params=self.critic_params, lr=args.lr)
-        self.optimisers["critic_opt.th"] = self.critic_optimiser
+    def _trained_with_critic(self, scheme: dict, args: SimpleNamespace) -> th.nn.Module | None:
+        """The state value state_value_type, which PAC trains in the critic's Adam step (one clipped gradient)."""
+        self.state_value = critic_REGISTRY[args.state_value_type](scheme, args)
+        return self.state_value
 
     def _entropy_coef(self, t_env: int) -> float:
         """initial_entropy_coef, annealed linearly to final_entropy_coef at entropy_end_ratio * t_max env steps."""
@@ -129,12 +126,14 @@ class PACDCGLearner(PACLearner):
             raise ValueError("pac_dcg_learner: standardise_returns=True is not offered (the critic's and the state "
                              "value's returns would need statistics of their own); set standardise_returns=False")
         super().__init__(mac, scheme, logger, args)
+        self.optimisers["state_value_opt.th"] = self.state_value_optimiser
 
-    def _add_state_value_optimiser(self, args: SimpleNamespace) -> None:
-        """PAC-DCG trains the state value with an Adam of its own (its own clipped gradient)."""
+    def _trained_with_critic(self, scheme: dict, args: SimpleNamespace) -> None:
+        """PAC-DCG trains the state value with an Adam of its own (its own clipped gradient), not the critic's."""
+        self.state_value = critic_REGISTRY[args.state_value_type](scheme, args)
         self.state_value_params = list(self.state_value.parameters())
         self.state_value_optimiser = Adam(params=self.state_value_params, lr=args.lr)
-        self.optimisers["state_value_opt.th"] = self.state_value_optimiser
+        return None
 
     def _train_critic_and_value(self, batch: EpisodeBatch, rewards: th.Tensor, mask: th.Tensor,
                                 t_env: int) -> tuple[th.Tensor, dict]:

@@ -84,14 +84,16 @@ class PolicyLearner:
             logger.console_logger.warning(f"{args.learner} trains in float32: train_precision="
                                           f"{args.train_precision} applies to the value-based learners only")
 
-    def _add_critic(self, critic: th.nn.Module, critic_lr: float | None = None) -> None:
+    def _add_critic(self, critic: th.nn.Module, critic_lr: float | None = None,
+                    trained_with: th.nn.Module | None = None) -> None:
         """COMA's, LICA's and EPyMARL's actor-critic set-up: `critic` with a target copy, Adam for the
-        agents (lr) and for the critic (critic_lr unless given), all saved; the subclass lists
+        agents (lr) and for the critic (critic_lr unless given; with `trained_with`, a network the critic's
+        step trains too: one optimiser, one clipped gradient), all saved; the subclass lists
         critic_training_steps and last_target_update_step in COUNTERS."""
         self.critic = critic
         self.target_critic = copy.deepcopy(critic)
         self.agent_params = list(self.mac.parameters())
-        self.critic_params = list(critic.parameters())
+        self.critic_params = list(critic.parameters()) + (list(trained_with.parameters()) if trained_with else [])
         self.agent_optimiser = Adam(params=self.agent_params, lr=self.args.lr)
         self.critic_optimiser = Adam(params=self.critic_params, lr=critic_lr or self.args.critic_lr)
         self.networks = {"critic.th": self.critic}
