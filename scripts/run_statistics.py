@@ -16,7 +16,7 @@ import numpy as np
 
 from results_table import FINAL_TESTS, check_one_setting, seed_groups, test_metric
 from utils import robust_stats
-from utils.run_index import EPISODE_RECORD, read_json, run_kind
+from utils.run_index import EPISODE_RECORD, read_json, run_kind, run_where
 
 FEW_RUNS = 3  # fewer runs than this in a cell: a warning
 CURVE_POINTS = 20  # steps of a sample-efficiency curve
@@ -40,12 +40,14 @@ class Cell:
         return test_metric(self.infos[0]) or "no test"
 
 
-def absolute_evaluations(folders: list[str]) -> dict[str, dict]:
-    """{unique_token of a training run: info.json of its absolute-metric evaluation} among `folders` (the
-    evaluation names its run by the token it read from the run's checkpoint); ValueError for two of one run."""
-    found: dict[str, tuple[str, dict]] = {}
+def absolute_evaluations(folders: list[str]) -> dict[str, tuple[str, dict, dict]]:
+    """{unique_token of a training run: (folder, config.json, info.json) of its absolute-metric evaluation}
+    among `folders` (the evaluation names its run by the token it read from the run's checkpoint); ValueError
+    for two of one run."""
+    found: dict[str, tuple[str, dict, dict]] = {}
     for folder in folders:
-        if run_kind(read_json(os.path.join(folder, "config.json"))) != "evaluate":
+        config = read_json(os.path.join(folder, "config.json"))
+        if run_kind(config) != "evaluate":
             continue
         info = read_json(os.path.join(folder, "info.json"))
         token = info.get("absolute_metric", {}).get("unique_token")
@@ -54,8 +56,8 @@ def absolute_evaluations(folders: list[str]) -> dict[str, dict]:
         if token in found:
             raise ValueError(f"two absolute-metric evaluations of run {token}: {found[token][0]} and {folder}; "
                              f"pass the folder of one")
-        found[token] = (folder, info)
-    return {token: info for token, (_, info) in found.items()}
+        found[token] = (folder, config, info)
+    return found
 
 
 def cells(folders: list[str]) -> list[Cell]:
@@ -65,8 +67,18 @@ def cells(folders: list[str]) -> list[Cell]:
     for (task, algorithm), runs in sorted(seed_groups(folders).items()):
         configs = [config for config, _ in runs]
         check_one_setting(configs, f"the {algorithm} runs on {task}")
-        found.append(Cell(algorithm, task, configs[0]["env"], configs, [info for _, info in runs],
-                          [absolute.get(config.get("unique_token")) for config in configs]))
+        for config, info in runs:
+            if test_metric(info) is None:
+                raise ValueError(f"the {algorithm} run on {task} (seed {config.get('seed')}, "
+                                 f"{config.get('unique_token')}) logged no test yet: leave it out")
+        evaluations = []
+        for config in configs:
+            folder, evaluated, info = absolute.get(config.get("unique_token"), (None, None, None))
+            if evaluated is not None and run_where(evaluated) != task:
+                raise ValueError(f"the absolute-metric evaluation {folder} of the {algorithm} run on {task} played "
+                                 f"{run_where(evaluated)}: evaluate with the run's own env settings")
+            evaluations.append(info)
+        found.append(Cell(algorithm, task, configs[0]["env"], configs, [info for _, info in runs], evaluations))
     return found
 
 
@@ -193,34 +205,46 @@ def marl_eval(found: list[Cell]) -> tuple[dict, list[str]]:
     for cell in found:
         runs = data.setdefault(cell.env, {}).setdefault(cell.task, {}).setdefault(cell.algorithm, {})
         for config, info, absolute in zip(cell.configs, cell.infos, cell.absolute):
-            runs[f"seed_{config.get('seed')}"] = run_steps(info)
+            runs[f"seed_{config.get('seed')}"], missing = run_steps(info)
             if absolute:
                 episodes = absolute[EPISODE_RECORD]
                 runs[f"seed_{config.get('seed')}"]["absolute_metrics"] = {
                     "return": episodes["return"][0],
                     **({"win_rate": episodes["battle_won"][0]} if "battle_won" in episodes else {})}
-            if EPISODE_RECORD not in info:
+            if missing:
                 without.append(f"{cell.algorithm} on {cell.task} seed {config.get('seed')}")
     if not without:
         return data, []
     named = ", ".join(without[:3]) + (f" and {len(without) - 3} more" if len(without) > 3 else "")
-    return data, [f"note: {len(without)} run(s) kept no per-episode test values ({named}): each of their test "
-                  f"rounds stands as a one-value list of its mean"]
+    return data, [f"note: {len(without)} run(s) kept no per-episode values for some or all test rounds ({named}): "
+                  f"each such round stands as a one-value list of its mean"]
 
 
-def run_steps(info: dict) -> dict:
-    """{"step_<k>": {...}} of one run (see marl_eval)."""
-    episodes = info.get(EPISODE_RECORD)
-    if episodes:
-        rounds = [{"step_count": t, "return": episodes["return"][k],
-                   **({"win_rate": episodes["battle_won"][k]} if "battle_won" in episodes else {})}
-                  for k, t in enumerate(episodes["T"])]
-    else:
-        metric = next(name for name in ("test_return_mean", "test_total_return_mean") if name in info)
-        won = info.get("test_battle_won_mean")
-        rounds = [{"step_count": t, "return": [value], **({"win_rate": [won[k]]} if won else {})}
-                  for k, (value, t) in enumerate(zip(info[metric], info[f"{metric}_T"]))]
-    return {f"step_{k}": entry for k, entry in enumerate(rounds)}
+MARL_EVAL_METRICS = {"return": ("test_return_mean", "test_total_return_mean"), "win_rate": ("test_battle_won_mean",)}
+EPISODE_NAMES = {"return": "return", "win_rate": "battle_won"}  # marl-eval's metric -> EPISODE_RECORD's list
+
+
+def run_steps(info: dict) -> tuple[dict, int]:
+    """({"step_<k>": {...}} of one run (see marl_eval), the rounds that had no per-episode returns): each test
+    round the run logged, with its episodes' values where they were kept, else its mean as a one-value list
+    (a run resumed from a checkpoint of before they were kept has them only for its later rounds)."""
+    episodes = info.get(EPISODE_RECORD) or {"T": []}
+    at = {t: k for k, t in enumerate(episodes["T"])}
+    means = {name: next(((info[key], info[f"{key}_T"]) for key in keys if key in info), None)
+             for name, keys in MARL_EVAL_METRICS.items()}
+    steps, without = {}, 0
+    for k, t in enumerate(means["return"][1]):
+        entry = {"step_count": t}
+        for name, found in means.items():
+            if found is None:
+                continue
+            values, logged_at = found
+            kept = episodes.get(EPISODE_NAMES[name], [])
+            per_episode = kept[at[t]] if t in at and at[t] < len(kept) else None
+            entry[name] = per_episode if per_episode is not None else [values[logged_at.index(t)]]
+            without += name == "return" and per_episode is None
+        steps[f"step_{k}"] = entry
+    return steps, without
 
 
 def write_marl_eval(found: list[Cell], path: str) -> list[str]:

@@ -57,21 +57,51 @@ def _index_values(_cls, attributes: dict) -> np.ndarray:
 
 # numpy's array rebuilder, under whichever module this numpy keeps it (numpy.core before 2.0, numpy._core since).
 _RECONSTRUCT = np.ndarray(0).__reduce__()[0]
+# The dtypes of SMACv2's frames: column names (objects), steps (int64), win rates and returns (float64).
+_DTYPES = {"O8", "i8", "f8"}
+
+
+class _ArrayClass:
+    """What the pickle gets for numpy.ndarray: accepted only as the class an empty array is rebuilt from
+    (the array's contents then come through ndarray.__setstate__, which takes an object array's items as a
+    list, never as raw memory). Calling it (numpy.ndarray(shape, dtype, buffer)) would let the file's bytes
+    stand for object pointers, so it is refused."""
+
+    def __call__(self, *args, **kwargs):
+        raise pickle.UnpicklingError("numpy.ndarray called directly: not how pandas pickles a frame")
+
+
+_ARRAY_CLASS = _ArrayClass()
+
+
+def _empty_array(cls, shape: tuple, dtype_code: bytes) -> np.ndarray:
+    """numpy's _reconstruct(ndarray, (0,), b'b'), the first step of unpickling an array; nothing else."""
+    if cls is not _ARRAY_CLASS or shape != (0,) or dtype_code != b"b":
+        raise pickle.UnpicklingError("an array rebuilt from anything but an empty ndarray")
+    return _RECONSTRUCT(np.ndarray, shape, dtype_code)
+
+
+def _dtype(code: str, align: bool = False, copy: bool = True) -> np.dtype:
+    if code not in _DTYPES:
+        raise pickle.UnpicklingError(f"dtype {code!r} is not among those of SMACv2's frames ({', '.join(sorted(_DTYPES))})")
+    return np.dtype(code, align, copy)
 
 
 class _PandasFreeUnpickler(pickle.Unpickler):
     """Unpickles pandas 1.x DataFrames as _Pickled objects; anything but pandas' frames, indexes and block
-    managers, numpy arrays and slices is refused (a pickle can run any code it names)."""
+    managers, numpy arrays (rebuilt as pickle rebuilds them, of the dtypes in _DTYPES) and slices is refused:
+    a pickle can call any function it names."""
 
-    NUMPY = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-             ("numpy", "ndarray"), ("numpy", "dtype")}
+    NUMPY = {("numpy.core.multiarray", "_reconstruct"): _empty_array,
+             ("numpy._core.multiarray", "_reconstruct"): _empty_array,
+             ("numpy", "ndarray"): _ARRAY_CLASS, ("numpy", "dtype"): _dtype}
     PANDAS = {("pandas.core.frame", "DataFrame"), ("pandas.core.internals.managers", "BlockManager"),
               ("pandas.core.indexes.base", "Index"), ("pandas.core.indexes.numeric", "Int64Index"),
               ("pandas.core.indexes.range", "RangeIndex")}
 
     def find_class(self, module: str, name: str):
         if (module, name) in self.NUMPY:
-            return _RECONSTRUCT if name == "_reconstruct" else getattr(np, name)
+            return self.NUMPY[(module, name)]
         if (module, name) in self.PANDAS:
             return type(name, (_Pickled,), {})
         if (module, name) == ("pandas.core.indexes.base", "_new_Index"):
@@ -99,7 +129,7 @@ def read_published(path: str) -> dict[str, dict[str, list[Curve]]]:
     with open(path, "rb") as f:
         try:
             results = _PandasFreeUnpickler(f).load()
-        except (pickle.UnpicklingError, EOFError) as error:
+        except (pickle.UnpicklingError, EOFError, TypeError, AttributeError, ValueError) as error:
             raise ValueError(f"{path} is not SMACv2's results file: {error}") from None
     curves: dict[str, dict[str, list[Curve]]] = {}
     try:

@@ -254,6 +254,9 @@ def check_settings(config: dict) -> None:
     if config["absolute_metric"] and not (config["evaluate"] and config["checkpoint_path"]):
         raise InputError("absolute_metric=True re-tests the best checkpoint of a run: give it with evaluate=True "
                          "checkpoint_path=<local_results_path>/models/<unique_token>")
+    if config["absolute_metric"] and config["load_step"]:
+        raise InputError("absolute_metric=True picks the checkpoint itself (the best by the run's logged tests): "
+                         "leave load_step at 0")
     if config["absolute_metric"] and config["save_replay"]:
         raise InputError("absolute_metric=True plays 10 x test_nepisode episodes: record replays with a plain "
                          "evaluate=True save_replay=True run of the checkpoint it picks (load_step)")

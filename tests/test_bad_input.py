@@ -119,6 +119,8 @@ def test_unported_keys_are_not_config_keys():
     ({"resume": True, "checkpoint_path": "x", "evaluate": True}, "resume=True continues training;"),
     ({"absolute_metric": True}, "absolute_metric=True re-tests the best checkpoint of a run: give it with evaluate=True"),
     ({"absolute_metric": True, "evaluate": True}, "absolute_metric=True re-tests the best checkpoint of a run"),
+    ({"absolute_metric": True, "evaluate": True, "checkpoint_path": "x", "load_step": 5},
+     "absolute_metric=True picks the checkpoint itself"),
     ({"absolute_metric": True, "evaluate": True, "checkpoint_path": "x", "save_replay": True},
      "absolute_metric=True plays 10 x test_nepisode episodes: record replays with"),
 ])

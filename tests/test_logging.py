@@ -35,6 +35,20 @@ def test_sacred_info_gets_values_and_times():
     assert run.info == {"return_mean": [1.5, 2.5], "return_mean_T": [10, 20]}
 
 
+def test_per_episode_values_stay_aligned_with_their_rounds():
+    logger, _ = make_logger()
+    run = SimpleNamespace(info={})
+    logger.setup_sacred(run)
+    logger.log_episodes({"return": [1.23456789, 2]}, 10)
+    logger.log_episodes({"return": [3], "battle_won": [1]}, 20)  # battle_won first reported in round 2
+    logger.log_episodes({"return": [4]}, 30)
+    assert run.info["test_episodes"] == {"T": [10, 20, 30], "return": [[1.2346, 2.0], [3.0], [4.0]],
+                                         "battle_won": [None, [1.0], None]}
+    copy = logger.sacred_info_copy()["test_episodes"]
+    copy["return"][0].append(9.0)  # a checkpoint's copy is its own
+    assert run.info["test_episodes"]["return"][0] == [1.2346, 2.0]
+
+
 def test_recent_stats_show_means_since_the_last_print():
     logger, messages = make_logger()
     for t, value in ((10, 1.0), (20, 3.0)):

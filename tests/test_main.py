@@ -91,10 +91,11 @@ def test_the_absolute_metric_retests_the_best_checkpoint_on_ten_times_the_episod
     trained = read_json(parallel_training, "info.json")
     logged = dict(zip(trained["test_return_mean_T"], trained["test_return_mean"]))
     best = max([2, 22, 42], key=lambda step: (logged[step], -step))  # the earliest of equals
-    evaluation = run_dir(results, "one_step_matrix_game", "qmix_env=8_adam_td_lambda/eval", 2)
-    info = read_json(evaluation, "info.json")
+    evaluations = os.path.join(results, "sacred", "one_step_matrix_game", "qmix_env=8_adam_td_lambda", "eval")
+    (info,) = [read_json(os.path.join(evaluations, run), "info.json") for run in os.listdir(evaluations)
+               if run.isdigit() and read_json(os.path.join(evaluations, run), "config.json")["absolute_metric"]]
     assert info["absolute_metric"] == {"unique_token": token, "t_env": best, "selected_by": "test_return_mean",
-                                       "logged_value": logged[best], "episodes": 20}
+                                       "logged_value": logged[best], "tested_at": best, "episodes": 20}
     assert info["test_episodes"]["T"] == [best] and len(info["test_episodes"]["return"][0]) == 20
     assert f"Evaluation: 20 episodes at t_env {best}: " in proc.stderr
 
@@ -202,3 +203,22 @@ def test_replays_of_parallel_envs_are_named_apart_and_listed(tmp_path, monkeypat
     assert [name.split(config["unique_token"])[1][:5] for name in replays] == ["_env0", "_env1"]
     listed = next(line for line in proc.stderr.splitlines() if "Replays written (2): " in line)
     assert all(os.path.join(str(tmp_path), "replays", name) in listed for name in replays)
+
+
+def test_the_best_checkpoint_is_scored_by_its_own_test_or_the_last_before_it(tmp_path):
+    """Tests and saves drift apart when their intervals differ: a checkpoint is scored by the test logged at
+    its t_env, else by the last one before it, and says which; of equal scores the earliest wins."""
+    import torch as th
+
+    from run import checkpoint
+    from run.run import best_checkpoint
+
+    info = {"test_return_mean": [1.0, 5.0, 3.0, 5.0], "test_return_mean_T": [10, 100, 200, 300]}
+    for step in (10, 150, 200, 320):
+        os.makedirs(tmp_path / str(step))
+    th.save({"sacred_info": info, "unique_token": "run_a"}, tmp_path / "320" / checkpoint.TRAINING_STATE)
+    # 150 is scored by the test of 100 (5.0), 320 by that of 300 (5.0): the earlier, 150, wins.
+    assert best_checkpoint(str(tmp_path)) == (150, "test_return_mean", 5.0, 100, "run_a")
+    info["test_return_mean"][3] = 6.0
+    th.save({"sacred_info": info}, tmp_path / "320" / checkpoint.TRAINING_STATE)
+    assert best_checkpoint(str(tmp_path)) == (320, "test_return_mean", 6.0, 300, tmp_path.name)  # token: folder

@@ -92,7 +92,7 @@ def test_runs_from_before_per_episode_records_give_one_value_lists_and_say_so(tm
     assert proc.returncode == 0 and proc.stdout == ""
     assert json.loads(out.read_text())["sc2"]["3m"]["a"]["seed_0"]["step_1"] == {
         "step_count": 1000, "return": [15.0], "win_rate": [0.75]}
-    assert "note: 1 run(s) kept no per-episode test values (a on 3m seed 0)" in proc.stderr
+    assert "note: 1 run(s) kept no per-episode values for some or all test rounds (a on 3m seed 0)" in proc.stderr
 
 
 def absolute_evaluation(folder, token: str, won: list[float]) -> None:
@@ -123,3 +123,30 @@ def test_the_absolute_metric_scores_runs_by_their_own_evaluations_found_by_token
     absolute_evaluation(tmp_path / "3m" / "a" / "eval" / "again", "a3m0", [1.0])
     proc = table(str(tmp_path), "--aggregate", "--absolute")
     assert "two absolute-metric evaluations of run a3m0" in proc.stderr
+
+
+def test_rounds_without_per_episode_values_stand_as_their_mean_and_lists_stay_aligned_by_step(tmp_path):
+    # A run resumed from a checkpoint of before per-episode values were kept: only its last round has them, and
+    # one round's battle_won is missing (null).
+    episodes = {"T": [1000, 2000], "return": [[0.0, 20.0], [20.0, 20.0]], "battle_won": [None, [1.0, 1.0]]}
+    smac_run(tmp_path / "runs", "a", "3m", 0, [0.25, 0.5, 1.0], episodes)
+    out = tmp_path / "marl_eval.json"
+    proc = table(str(tmp_path / "runs"), "--marl-eval", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_text())["sc2"]["3m"]["a"]["seed_0"] == {
+        "step_0": {"step_count": 0, "return": [5.0], "win_rate": [0.25]},
+        "step_1": {"step_count": 1000, "return": [0.0, 20.0], "win_rate": [0.5]},
+        "step_2": {"step_count": 2000, "return": [20.0, 20.0], "win_rate": [1.0, 1.0]}}
+    assert "note: 1 run(s) kept no per-episode values for some or all test rounds (a on 3m seed 0)" in proc.stderr
+
+
+def test_a_run_without_a_test_and_an_evaluation_of_another_map_are_refused(tmp_path):
+    smac_run(tmp_path / "one", "a", "3m", 0, [])
+    proc = table(str(tmp_path / "one"), "--aggregate")
+    assert proc.returncode == 1 and "the a run on 3m (seed 0, a3m0) logged no test yet: leave it out" in proc.stderr
+    smac_run(tmp_path / "two", "a", "3m", 0, [0.5, 1.0])
+    absolute_evaluation(tmp_path / "two" / "eval", "a3m0", [1.0])
+    evaluation = tmp_path / "two" / "eval" / "config.json"
+    evaluation.write_text(evaluation.read_text().replace('"3m"', '"8m"'))
+    proc = table(str(tmp_path / "two"), "--aggregate", "--absolute")
+    assert proc.returncode == 1 and "played 8m: evaluate with the run's own env settings" in proc.stderr

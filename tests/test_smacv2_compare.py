@@ -124,6 +124,30 @@ def test_a_pickle_naming_anything_else_is_refused_in_one_line(tmp_path):
     assert proc.stderr.startswith(f"smacv2_compare.py: error: {pkl} is not SMACv2's results file: posix.getcwd is not")
 
 
+class _RawObjectArray:
+    """Pickles as numpy.ndarray((1,), object, buffer=8 bytes): an object array whose item is whatever address
+    the bytes hold (a crash, or worse, if it were unpickled)."""
+
+    def __reduce__(self):
+        return np.ndarray, ((1,), np.dtype("O"), b"AAAAAAAA")
+
+
+class _OddDtypeArray:
+    def __reduce__(self):
+        return np.dtype, ("V8", False, True)
+
+
+@pytest.mark.parametrize("payload, message", [(_RawObjectArray(), "numpy.ndarray called directly"),
+                                              (_OddDtypeArray(), "dtype 'V8' is not among")])
+def test_arrays_are_rebuilt_only_as_pandas_pickles_them(tmp_path, payload, message):
+    pkl = tmp_path / "forged.pkl"
+    pkl.write_bytes(pickle.dumps({"protoss_5_vs_5": {"QMIX": [payload]}}))
+    write_run(str(tmp_path / "runs" / "1"), smacv2_run("protoss_5_vs_5", 1, "a"), {})
+    proc = compare(str(tmp_path / "runs"), "--published", str(pkl))
+    assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1
+    assert message in proc.stderr
+
+
 def test_runs_of_another_algorithm_are_refused(tmp_path, monkeypatch):
     pkl = str(tmp_path / "results.pkl")
     write_published(pkl, {"protoss_5_vs_5": {"QMIX": [([0], [0.0])]}}, monkeypatch)

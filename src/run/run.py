@@ -21,6 +21,7 @@ import pprint
 import secrets
 import time
 from types import SimpleNamespace
+from typing import NamedTuple
 
 import numpy as np
 import psutil
@@ -335,12 +336,22 @@ ABSOLUTE_ROUNDS = 10
 SELECTION_METRICS = ("test_battle_won_mean", "test_return_mean", "test_total_return_mean")
 
 
-def best_checkpoint(checkpoint_path: str) -> tuple[int, str, float, str]:
-    """(t_env, metric, value, unique_token) of the checkpoint under checkpoint_path whose test, as the run
-    logged it, scored highest (the earliest of equals). A checkpoint's test is the one the run logged at its
-    t_env (the loop tests and saves in the same iteration when save_model_interval is a multiple of
-    test_interval), else the last one before it. The curve and the run's token are read from the newest
-    checkpoint's training state (the token: the folder's name for checkpoints from before it was recorded)."""
+class BestCheckpoint(NamedTuple):
+    """The checkpoint the absolute metric re-tests, and the logged test that picked it."""
+    t_env: int
+    metric: str
+    value: float
+    tested_at: int  # t_env of that test: the checkpoint's own, or the last one before it
+    unique_token: str
+
+
+def best_checkpoint(checkpoint_path: str) -> BestCheckpoint:
+    """The checkpoint under checkpoint_path whose test, as the run logged it, scored highest (the earliest of
+    equals). A checkpoint's test is the one the run logged at its t_env, else the last one before it: the
+    loop tests and saves each when its own interval has passed, so their t_env drift apart unless
+    save_model_interval equals test_interval, and a checkpoint may be scored by a test of older weights
+    (tested_at says which). The curve and the run's token are read from the newest checkpoint's training
+    state (the token: the folder's name for checkpoints from before it was recorded)."""
     state = checkpoint.saved_state(checkpoint_path, 0)
     if state is None or "sacred_info" not in state:
         raise checkpoint.CheckpointError(f"the newest checkpoint in {checkpoint_path} keeps no training state with "
@@ -352,25 +363,32 @@ def best_checkpoint(checkpoint_path: str) -> tuple[int, str, float, str]:
     tested = list(zip(info[f"{metric}_T"], info[metric]))
     scored = []
     for step in checkpoint.saved_steps(checkpoint_path):
-        before = [value for t, value in tested if t <= step]
+        before = [(t, value) for t, value in tested if t <= step]
         if before:
-            scored.append((before[-1], -step))
+            tested_at, value = before[-1]
+            scored.append((value, -step, tested_at))
     if not scored:
         raise checkpoint.CheckpointError(f"no checkpoint in {checkpoint_path} was saved after a test")
-    value, negative_step = max(scored)
-    return -negative_step, metric, value, state.get("unique_token") or checkpoint_token(checkpoint_path)
+    value, negative_step, tested_at = max(scored)
+    token = state.get("unique_token") or checkpoint_token(checkpoint_path)
+    return BestCheckpoint(-negative_step, metric, value, tested_at, token)
 
 
 def evaluate_absolute_metric(args: SimpleNamespace, learner, runner, logger: Logger) -> None:
     """Load the best checkpoint of args.checkpoint_path (best_checkpoint), test it greedily on ABSOLUTE_ROUNDS
     x test_nepisode episodes as one test round, and record what was picked under "absolute_metric" in this
     evaluation run's info.json (the episodes themselves under test_episodes, their means as test_*_mean)."""
-    step, metric, value, token = best_checkpoint(args.checkpoint_path)
+    best = best_checkpoint(args.checkpoint_path)
+    step = best.t_env
     folder = os.path.join(args.checkpoint_path, str(step))
     checkpoint.verify(folder, need_state=False)
     log = logger.console_logger
-    log.info(f"Absolute metric: the best checkpoint of run {token} by its logged {metric} is t_env {step} "
-             f"({value:.4g}); loading {folder}")
+    log.info(f"Absolute metric: the best checkpoint of run {best.unique_token} by its logged {best.metric} is "
+             f"t_env {step} ({best.value:.4g}); loading {folder}")
+    if best.tested_at != step:
+        log.warning(f"the checkpoint of t_env {step} was scored by the test of t_env {best.tested_at}, the last one "
+                    f"before it (the run saved and tested at different steps; save_model_interval equal to "
+                    f"test_interval keeps them together)")
     with checkpoint_mismatch(folder):
         learner.load_models(folder)
     runner.t_env = step
@@ -379,8 +397,9 @@ def evaluate_absolute_metric(args: SimpleNamespace, learner, runner, logger: Log
         run_tests(args, runner, rounds=ABSOLUTE_ROUNDS)
     n_episodes = runner.n_test_episodes
     if logger.use_sacred:
-        logger.sacred_info["absolute_metric"] = {"unique_token": token, "t_env": step, "selected_by": metric,
-                                                 "logged_value": value, "episodes": n_episodes}
+        logger.sacred_info["absolute_metric"] = {"unique_token": best.unique_token, "t_env": step,
+                                                 "selected_by": best.metric, "logged_value": best.value,
+                                                 "tested_at": best.tested_at, "episodes": n_episodes}
     log.info(evaluation_summary(logger.stats, n_episodes, step, merge_env_stats(runner.get_env_stats())))
 
 

@@ -83,13 +83,17 @@ class Logger:
 
     def log_episodes(self, values: dict[str, list], t: int) -> None:
         """Keep one test round's per-episode values ({name: [value per episode]}) in info.json under
-        EPISODE_RECORD, for statistics over episodes (scripts/results_table.py --marl-eval)."""
+        EPISODE_RECORD, for statistics over episodes (scripts/results_table.py --marl-eval). Each name's list
+        holds one entry per round, null for a round that did not report it."""
         if not self.use_sacred:
             return
         record = self.sacred_info.setdefault(EPISODE_RECORD, {"T": []})
+        rounds = len(record["T"])
         record["T"].append(t)
-        for name, episode_values in values.items():
-            record.setdefault(name, []).append([round(float(v), EPISODE_DIGITS) for v in episode_values])
+        for name in record.keys() - {"T"} | values.keys():  # every list stays aligned with T: null where missing
+            kept = record.setdefault(name, [None] * rounds)
+            episode_values = values.get(name)
+            kept.append(None if episode_values is None else [round(float(v), EPISODE_DIGITS) for v in episode_values])
 
     def print_recent_stats(self) -> None:
         """Print the mean of every stat gathered since the last call (latest value for epsilon), then forget them."""

@@ -25,6 +25,7 @@ CONFIDENCE = 0.95
 INTERVAL_REPS = 50_000  # rliable's get_interval_estimates default
 PROFILE_REPS = 2_000  # rliable's create_performance_profile default
 SEED = 0  # the bootstrap's own generator: a table rebuilt from the same records gives the same intervals
+CHUNK_VALUES = 20_000_000  # the most values one chunk of resamples compares (memory: 8 bytes each)
 
 
 def iqm(scores: np.ndarray) -> np.ndarray:
@@ -75,7 +76,11 @@ def interval(metric: Callable[..., np.ndarray], *scores: np.ndarray, reps: int =
     """(the metric of `scores`, the lower and upper ends of its stratified bootstrap percentile interval),
     each resampling every score array apart; a metric of several values (a profile) gives arrays."""
     rng = np.random.default_rng(seed)
-    estimates = metric(*(resample(s, reps, rng) for s in scores))  # [reps, ...]
+    # Resamples in chunks of at most CHUNK_VALUES compared values (P(X > Y) compares runs of X x runs of Y).
+    per_rep = int(np.prod([s.size for s in scores]))
+    chunk = max(1, CHUNK_VALUES // per_rep)
+    estimates = np.concatenate([metric(*(resample(s, min(chunk, reps - done), rng) for s in scores))
+                                for done in range(0, reps, chunk)])  # [reps, ...]
     tail = (1 - confidence) / 2 * 100
     low, high = np.percentile(estimates, [tail, 100 - tail], axis=0)
     return metric(*scores), low, high

@@ -83,7 +83,8 @@ def nested(dotted: str, value: Any) -> dict:
 SEED_BATCH_KEYS = ("seeds", "seed_batch", "seed_batch.id", "seed_batch.seeds", "seed_batch.index", "seed_batch.size")
 
 # info.json key of each test round's per-episode values (utils/logging.py, Logger.log_episodes): {"T": [t_env of
-# each round], "return": [[one value per episode] per round], "battle_won": [[...]] where the env reports it}.
+# each round], "return": [[one value per episode] per round], "battle_won": [[...]] where the env reports it (null
+# for a round in which not every episode did)}.
 # Kept in sacred only (TensorBoard has the means); about 12 bytes per test episode, so a 10M-step SMAC run that
 # tests 100 episodes every 50k steps adds 0.25 MB.
 EPISODE_RECORD = "test_episodes"
