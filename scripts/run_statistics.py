@@ -251,6 +251,10 @@ def write_marl_eval(found: list[Cell], path: str) -> list[str]:
     data, notes = marl_eval(found)
     with open(path, "w") as f:
         json.dump(data, f)
+    lacking = sum(absolute is None for cell in found for absolute in cell.absolute)
+    if lacking:  # marl-eval's data_process_pipeline counts a run's steps as its keys less absolute_metrics
+        notes.append(f"note: {lacking} run(s) have no absolute_metrics, which marl-eval's tools expect in every "
+                     f"run: evaluate each with evaluate=True absolute_metric=True and pass its folder too")
     return notes
 
 

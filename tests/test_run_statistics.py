@@ -93,6 +93,7 @@ def test_runs_from_before_per_episode_records_give_one_value_lists_and_say_so(tm
     assert json.loads(out.read_text())["sc2"]["3m"]["a"]["seed_0"]["step_1"] == {
         "step_count": 1000, "return": [15.0], "win_rate": [0.75]}
     assert "note: 1 run(s) kept no per-episode values for some or all test rounds (a on 3m seed 0)" in proc.stderr
+    assert "note: 1 run(s) have no absolute_metrics, which marl-eval's tools expect in every run" in proc.stderr
 
 
 def absolute_evaluation(folder, token: str, won: list[float]) -> None:
