@@ -208,8 +208,13 @@ def seed_groups(folders: list[str]) -> dict[tuple[str, str], list[tuple[dict, di
         config = {**config, "simulator sources": simulator_digests(parts)}
         groups.setdefault((run_where(config), algorithm), []).append((config, info))
     for group in groups.values():
-        group.sort(key=lambda run: str(run[0].get("seed")))
+        group.sort(key=lambda run: seed_order(run[0].get("seed")))
     return groups
+
+
+def seed_order(seed) -> tuple:
+    """Sort key of a run's seed: whole numbers in numeric order (2 before 10), then anything else as text."""
+    return (0, seed, "") if isinstance(seed, int) and not isinstance(seed, bool) else (1, 0, str(seed))
 
 
 def print_means(folders: list[str], at: list[int]) -> None:
