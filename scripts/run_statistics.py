@@ -153,8 +153,8 @@ def step_name(step: int | str | None) -> str:
 def aggregate_table(matrices: dict[str, np.ndarray], step: int | None) -> list[str]:
     """Markdown: per algorithm, each aggregate over its runs and tasks with its 95% interval."""
     names = list(robust_stats.AGGREGATES)
-    lines = [f"Score: {step_name(step)}, normalised per task; 95% stratified bootstrap intervals "
-             f"({robust_stats.INTERVAL_REPS:,} resamples).", "",
+    lines = [f"Score: {step_name(step)} (win rates as they are, returns min-max normalised per task); 95% "
+             f"stratified bootstrap intervals ({robust_stats.INTERVAL_REPS:,} resamples).", "",
              f"| algorithm | tasks | runs per task | {' | '.join(f'{name} [95% CI]' for name in names)} |",
              "|---" * (3 + len(names)) + "|"]
     for algorithm, scores in matrices.items():

@@ -384,8 +384,8 @@ def improvement(estimates: dict, path: str, title: str) -> str:
     ax.axvline(0.5, color="grey", linewidth=0.8, linestyle="--")
     ax.set_yticks(range(len(estimates)), list(estimates), fontsize=8)
     ax.set_xlim(0, 1)
-    ax.set_xlabel("probability of improvement")
-    ax.set_title(f"{title}: estimate and 95% stratified bootstrap interval", fontsize=9)
+    ax.set_xlabel("probability of improvement (95% stratified bootstrap interval)")
+    ax.set_title(title, fontsize=9)
     return _save(fig, path)
 
 

@@ -218,7 +218,7 @@ def test_the_best_checkpoint_is_scored_by_its_own_test_or_the_last_before_it(tmp
         os.makedirs(tmp_path / str(step))
     th.save({"sacred_info": info, "unique_token": "run_a"}, tmp_path / "320" / checkpoint.TRAINING_STATE)
     # 150 is scored by the test of 100 (5.0), 320 by that of 300 (5.0): the earlier, 150, wins.
-    assert best_checkpoint(str(tmp_path)) == (150, "test_return_mean", 5.0, 100, "run_a")
+    assert best_checkpoint(str(tmp_path)) == (150, "test_return_mean", 5.0, 100, "run_a", 2)
     info["test_return_mean"][3] = 6.0
     th.save({"sacred_info": info}, tmp_path / "320" / checkpoint.TRAINING_STATE)
-    assert best_checkpoint(str(tmp_path)) == (320, "test_return_mean", 6.0, 300, tmp_path.name)  # token: folder
+    assert best_checkpoint(str(tmp_path)) == (320, "test_return_mean", 6.0, 300, tmp_path.name, 1)  # token: folder

@@ -343,6 +343,7 @@ class BestCheckpoint(NamedTuple):
     value: float
     tested_at: int  # t_env of that test: the checkpoint's own, or the last one before it
     unique_token: str
+    ties: int  # checkpoints scored as high (the earliest is taken)
 
 
 def best_checkpoint(checkpoint_path: str) -> BestCheckpoint:
@@ -371,7 +372,8 @@ def best_checkpoint(checkpoint_path: str) -> BestCheckpoint:
         raise checkpoint.CheckpointError(f"no checkpoint in {checkpoint_path} was saved after a test")
     value, negative_step, tested_at = max(scored)
     token = state.get("unique_token") or checkpoint_token(checkpoint_path)
-    return BestCheckpoint(-negative_step, metric, value, tested_at, token)
+    ties = sum(score == value for score, _, _ in scored)
+    return BestCheckpoint(-negative_step, metric, value, tested_at, token, ties)
 
 
 def evaluate_absolute_metric(args: SimpleNamespace, learner, runner, logger: Logger) -> None:
@@ -385,6 +387,8 @@ def evaluate_absolute_metric(args: SimpleNamespace, learner, runner, logger: Log
     log = logger.console_logger
     log.info(f"Absolute metric: the best checkpoint of run {best.unique_token} by its logged {best.metric} is "
              f"t_env {step} ({best.value:.4g}); loading {folder}")
+    if best.ties > 1:
+        log.warning(f"{best.ties} checkpoints scored {best.value:.4g}: the earliest, t_env {step}, is re-tested")
     if best.tested_at != step:
         log.warning(f"the checkpoint of t_env {step} was scored by the test of t_env {best.tested_at}, the last one "
                     f"before it (the run saved and tested at different steps; save_model_interval equal to "
