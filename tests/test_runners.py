@@ -37,6 +37,10 @@ class RecordingLogger:
     def log_stat(self, key, value, t, to_sacred=True):
         self.stats.setdefault(key, []).append((t, value))
 
+    def log_episodes(self, values, t):
+        for name, episode_values in values.items():
+            self.stats.setdefault(f"episodes_{name}", []).append((t, list(episode_values)))
+
 
 class HighestAvailableMAC:
     """Deterministic controller: every agent takes its highest-numbered available action."""
@@ -233,6 +237,9 @@ def test_test_stats_wait_for_test_nepisode_episodes():
     runner.run(test_mode=True)
     assert len(logger.stats["test_return_mean"]) == 1
     assert logger.stats["test_ep_length_mean"][0][1] == intended_length(0)
+    # The round's two episodes are kept one by one, their mean the logged one.
+    (t, returns), = logger.stats["episodes_return"]
+    assert len(returns) == 2 and sum(returns) / 2 == pytest.approx(logger.stats["test_return_mean"][0][1])
 
 
 def test_each_env_gets_its_own_seed(parallel_batch):
