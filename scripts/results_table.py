@@ -37,12 +37,11 @@ import sys
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 sys.path.insert(0, SRC)
 
-from utils.run_index import SEED_BATCH_KEYS, flatten, read_json, run_folders, run_kind, run_where  # noqa: E402
+from utils.run_index import (SEED_BATCH_KEYS, first_at_or_after, flatten, read_json, run_folders, run_kind,  # noqa: E402
+                             run_where, test_metric)
 
 THRESHOLD = 0.9
 FINAL_TESTS = 5
-# The first one a run logged is shown (test_total_return_mean: runs with per-agent rewards, common_reward=False).
-METRICS = ("test_battle_won_mean", "test_return_mean", "test_total_return_mean")
 # Config keys that tell one run of a setting from another; --mean pools runs that differ only here.
 PER_RUN_KEYS = ("seed", "env_args.seed", "env_seeds", "unique_token", "name", "local_results_path",
                 "checkpoint_path", "resume", "label", *SEED_BATCH_KEYS)
@@ -59,11 +58,6 @@ def wall_clock(run: dict) -> str:
 def first_reaching(values: list, steps: list, threshold: float) -> str:
     hits = [t for t, v in zip(steps, values) if v >= threshold]
     return f"{hits[0]:,}" if hits else "not reached"
-
-
-def test_metric(info: dict) -> str | None:
-    """The test metric the run logged (METRICS' first), None before its first test."""
-    return next((name for name in METRICS if info.get(name)), None)
 
 
 def row(run_dir: str) -> str:
@@ -84,7 +78,8 @@ def row(run_dir: str) -> str:
 
 def value_at(values: list, steps: list, step: int) -> str:
     """The value of the first test logged at t_env >= step, '-' if there is none."""
-    return next((f"{value:.2f}" for value, t in zip(values, steps) if t >= step), "-")
+    value = first_at_or_after(values, steps, step)
+    return "-" if value is None else f"{value:.2f}"
 
 
 def commits(runs: list[dict]) -> str:

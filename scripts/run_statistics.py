@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from results_table import FINAL_TESTS, check_one_setting, seed_groups, test_metric
+from results_table import FINAL_TESTS, check_one_setting, seed_groups
 from utils import robust_stats
-from utils.run_index import EPISODE_RECORD, read_json, run_kind, run_where
+from utils.run_index import EPISODE_RECORD, first_at_or_after, read_json, run_kind, run_where, test_metric
 
 FEW_RUNS = 3  # fewer runs than this in a cell: a warning
 CURVE_POINTS = 20  # steps of a sample-efficiency curve
@@ -90,7 +90,7 @@ def score(info: dict, metric: str, step: int | str | None, absolute: dict | None
     values, steps = info.get(metric, []), info.get(f"{metric}_T", [])
     if step is None:
         return float(np.mean(values[-FINAL_TESTS:])) if values else None
-    return next((float(value) for value, t in zip(values, steps) if t >= step), None)
+    return first_at_or_after(values, steps, step)
 
 
 def normaliser(task_cells: list[Cell]):

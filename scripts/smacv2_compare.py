@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results_table import check_one_setting, seed_groups  # noqa: E402
-from utils.run_index import run_folders  # noqa: E402  (results_table puts src/ on the path)
+from utils.run_index import first_at_or_after, run_folders  # noqa: E402  (results_table puts src/ on the path)
 
 # marlkit's preset names (config `name`) -> SMACv2's names in the results file.
 ALGORITHMS = {"qmix_env=8_adam_td_lambda": "QMIX", "mappo": "MAPPO"}
@@ -148,8 +148,7 @@ def read_published(path: str) -> dict[str, dict[str, list[Curve]]]:
 def value_at(curve: Curve, step: int) -> float | None:
     """The win rate of the first test at or after `step`; None if the run never got there."""
     steps, values = curve
-    after = np.flatnonzero(steps >= step)
-    return float(values[after[0]]) if after.size else None
+    return first_at_or_after(values, steps, step)
 
 
 def window_mean(curve: Curve, start: int, end: int) -> float | None:

@@ -38,6 +38,7 @@ from run.seed_batch import released, runs_to_come
 from runners import REGISTRY as r_REGISTRY
 from utils.allocator import keep_freed_memory
 from utils.logging import Logger
+from utils.run_index import TEST_METRICS, test_metric
 from utils.stop import StoppedWaiting, StopSignals
 from utils.threads import ThreadTuner
 from utils.timehelper import time_left, time_str
@@ -332,8 +333,6 @@ def run_tests(args: SimpleNamespace, runner, rounds: int = 1) -> None:
 # The absolute metric: the best checkpoint re-tested on this many times test_nepisode episodes (Gorsane et al.,
 # "Towards a Standardised Performance Evaluation Protocol for Cooperative MARL", 2022).
 ABSOLUTE_ROUNDS = 10
-# The logged test metric that picks the best checkpoint: the first of these the run logged (as results_table).
-SELECTION_METRICS = ("test_battle_won_mean", "test_return_mean", "test_total_return_mean")
 
 
 class BestCheckpoint(NamedTuple):
@@ -358,9 +357,9 @@ def best_checkpoint(checkpoint_path: str) -> BestCheckpoint:
         raise checkpoint.CheckpointError(f"the newest checkpoint in {checkpoint_path} keeps no training state with "
                                          f"the run's logged tests: the absolute metric cannot pick its best one")
     info = state["sacred_info"]
-    metric = next((name for name in SELECTION_METRICS if info.get(name)), None)
+    metric = test_metric(info)
     if metric is None:
-        raise checkpoint.CheckpointError(f"the run of {checkpoint_path} logged no test ({', '.join(SELECTION_METRICS)})")
+        raise checkpoint.CheckpointError(f"the run of {checkpoint_path} logged no test ({', '.join(TEST_METRICS)})")
     tested = list(zip(info[f"{metric}_T"], info[metric]))
     scored = []
     for step in checkpoint.saved_steps(checkpoint_path):

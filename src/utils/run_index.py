@@ -88,3 +88,17 @@ SEED_BATCH_KEYS = ("seeds", "seed_batch", "seed_batch.id", "seed_batch.seeds", "
 # Kept in sacred only (TensorBoard has the means); about 12 bytes per test episode, so a 10M-step SMAC run that
 # tests 100 episodes every 50k steps adds 0.25 MB.
 EPISODE_RECORD = "test_episodes"
+
+# A run's test metric: the first of these it logged (the win rate where the env has one, else the return, or the
+# agents' summed return with per-agent rewards); the tables and the absolute metric's choice of checkpoint use it.
+TEST_METRICS = ("test_battle_won_mean", "test_return_mean", "test_total_return_mean")
+
+
+def test_metric(info: dict) -> str | None:
+    """The test metric a run's info.json logged (TEST_METRICS' first), None before its first test."""
+    return next((name for name in TEST_METRICS if info.get(name)), None)
+
+
+def first_at_or_after(values, steps, step: int) -> float | None:
+    """The value of the first test logged at t_env >= step, None if the run never got there."""
+    return next((float(value) for value, t in zip(values, steps) if t >= step), None)
