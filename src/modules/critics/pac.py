@@ -57,12 +57,17 @@ class PACCritic(CentralVCritic):
 
     def max_over_others(self, inputs: th.Tensor) -> th.Tensor:
         """inputs [bs, T, n, input] -> max over the others' joint actions of Q_i(s, u_{-i}, u_i) for each own
-        action u_i: [bs, T, n, n_actions]."""
-        combos = self.joint_actions.shape[0]  # E = n_actions^(n - 1)
-        expanded = inputs.unsqueeze(2).expand(-1, -1, combos, -1, -1)  # [bs, T, E, n, input]
-        # [E, (n-1)*A] -> [bs, T, E, n, (n-1)*A]: every agent's critic sees every joint action of the others
-        others = self.joint_actions[:, None].expand(inputs.shape[0], inputs.shape[1], -1, self.n_agents, -1)
-        return self(expanded, others).max(dim=2)[0]  # [bs, T, E, n, n_actions] -> [bs, T, n, n_actions]
+        action u_i: [bs, T, n, n_actions].
+
+        The first layer is split: the inputs' part of it is computed once per step, not once per joint action
+        (E = n_actions^(n - 1) times), and the joint actions' part once for all steps."""
+        width = inputs.shape[-1]
+        own = self.first_layer_part(inputs, slice(0, width), with_bias=True)  # [bs, T, n, hidden]
+        # [E, (n-1)*A] -> [E, n, (n-1)*A]: every agent's critic sees every joint action of the others
+        others = self.joint_actions[:, None].expand(-1, self.n_agents, -1)
+        others = self.first_layer_part(others, slice(width, None), with_bias=False)  # [E, n, hidden]
+        first_layer = own.unsqueeze(2) + others  # [bs, T, E, n, hidden]
+        return self.head(first_layer).max(dim=2)[0]  # [bs, T, E, n, n_actions] -> [bs, T, n, n_actions]
 
 
 class PACCriticNS(PACCritic):

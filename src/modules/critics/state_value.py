@@ -61,7 +61,20 @@ class StateValueCritic(nn.Module):
 
     def forward(self, inputs: th.Tensor) -> th.Tensor:
         """inputs [..., n_agents, input] (build_inputs) -> V [..., n_agents, out_dim] (out_dim 1 but PAC's)."""
-        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(inputs)))))
+        return self.head(self.fc1(inputs))
+
+    def head(self, first_layer: th.Tensor) -> th.Tensor:
+        """The network after fc1: fc1's output [..., n_agents, hidden] -> [..., n_agents, out_dim]."""
+        return self.fc3(F.relu(self.fc2(F.relu(first_layer))))
+
+    def first_layer_part(self, inputs: th.Tensor, columns: slice, with_bias: bool) -> th.Tensor:
+        """fc1 applied to some of its input columns only (inputs [..., n_agents, those columns] -> [..., n_agents,
+        hidden]); fc1(cat(x, y)) is the part of x with the bias plus the part of y without it."""
+        if self.per_agent:
+            out = th.einsum("...ni,nio->...no", inputs, self.fc1.weight[:, columns])  # AgentLinear: [n, in, out]
+        else:
+            out = inputs @ self.fc1.weight[:, columns].T  # nn.Linear: [out, in]
+        return out + self.fc1.bias if with_bias else out
 
     def build_inputs(self, batch: EpisodeBatch) -> th.Tensor:
         """Every agent's input at every stored step: [bs, T, n_agents, input]."""
