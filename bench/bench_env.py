@@ -19,7 +19,7 @@ into a temporary folder, run in a subprocess) in the same run, map by map and al
 this tree's, and prints both and their ratio. With --repeats R each map is measured R times on
 each side, alternating, and the best figure of each side is kept (other processes on a shared
 machine only ever slow a measurement down). A revision from before SMACv2's scenarios by name
-(no src/envs/starcraft/smacv2_configs.py) measures SMAC's maps only; the table says so.
+(no src/envs/starcraft/interface/smacv2_configs.py) measures SMAC's maps only; the table says so.
 """
 import argparse
 import datetime
@@ -52,13 +52,13 @@ def random_actions(env, rng: np.random.Generator) -> list[int]:
 def make_env(map_name: str, seed: int):
     """The built-in simulator's env for a SMAC map or a SMACv2 scenario (its file's env_args), from
     the src/ first on sys.path."""
-    from envs.starcraft.maps import MAP_REGISTRY
+    from envs.starcraft.game.maps import MAP_REGISTRY
 
     if map_name in MAP_REGISTRY:
-        from envs.starcraft.starcraft2 import StarCraft2Env
+        from envs.starcraft.interface.starcraft2 import StarCraft2Env
 
         return StarCraft2Env(map_name=map_name, seed=seed, backend="builtin")
-    from envs.starcraft.smacv2_configs import scenario_env
+    from envs.starcraft.interface.smacv2_configs import scenario_env
 
     return scenario_env(map_name, seed=seed, backend="builtin")
 
@@ -108,14 +108,14 @@ def _best(a: dict | None, b: dict) -> dict:
 
 def unknown_maps(maps: list[str]) -> list[str]:
     """The names in `maps` that are neither a SMAC map nor a SMACv2 scenario of this tree."""
-    from envs.starcraft.maps import MAP_REGISTRY, SMACV2_SCENARIOS
+    from envs.starcraft.game.maps import MAP_REGISTRY, SMACV2_SCENARIOS
 
     return [m for m in maps if m not in MAP_REGISTRY and m not in SMACV2_SCENARIOS]
 
 
 def baseline_lacks_smacv2(other: str | None, maps: list[str]) -> list[str]:
     """The SMACv2 scenarios among `maps` that the baseline src/ tree `other` cannot play."""
-    from envs.starcraft.maps import SMACV2_SCENARIOS
+    from envs.starcraft.game.maps import SMACV2_SCENARIOS
 
     if other is None or os.path.exists(os.path.join(other, SCENARIO_MODULE)):
         return []

@@ -34,7 +34,7 @@ MAP_SIZES = {6: 32, 66: 64}  # 3m's playable map is 32x32, 2c_vs_64zg's 64x64
 
 def observation_bytes(n_units: int) -> bytes:
     """A serialized Response to RequestObservation with n_units raw units, half allies."""
-    from envs.starcraft import sc2_engine  # noqa: F401  (installs the protocol modules first)
+    from envs.starcraft.sc2client import sc2_engine  # noqa: F401  (installs the protocol modules first)
     from s2clientprotocol import raw_pb2, sc2api_pb2 as sc_pb
 
     response = sc_pb.Response(status=sc_pb.in_game)
@@ -88,7 +88,7 @@ def per_call(fn, repeats: int, seconds: float) -> float:
 def worker(units: list[int], repeats: int, seconds: float) -> dict:
     """This process's implementation and its times: {units: {parse, parse+read, serialize}} in seconds."""
     sys.path.insert(0, SRC)
-    from envs.starcraft import sc2_protocol
+    from envs.starcraft.sc2client import sc2_protocol
     from s2clientprotocol import sc2api_pb2 as sc_pb
 
     def read(response) -> float:  # the fields SC2Engine._update_units and _shots_fired read

@@ -51,8 +51,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.join(ROOT, "src")
 sys.path.insert(0, SRC)
 
-from envs.starcraft.backend import BUILTIN_SOURCES, builtin_sources_digest  # noqa: E402  (needs src/ on sys.path)
-from envs.starcraft.maps import MAP_REGISTRY, SMACV2_SCENARIOS  # noqa: E402
+from envs.starcraft.interface.backend import (  # noqa: E402  (needs src/ on sys.path)
+    BUILTIN_SOURCES, builtin_sources_digest)
+from envs.starcraft.game.maps import MAP_REGISTRY, SMACV2_SCENARIOS  # noqa: E402
 
 # Heuristic column of the SMAC paper's results table (win %, StarCraft II 4.6.2).
 PAPER_HEURISTIC = {
@@ -116,10 +117,10 @@ def make_env(map_name: str, seed: int, heuristic_ai: bool):
     """The built-in simulator's env for a SMAC map (StarCraft2Env) or a SMACv2 scenario (SMACv2's
     capability wrapper with the scenario's env_args), seeded with `seed`."""
     if map_name in SMACV2_SCENARIOS:
-        from envs.starcraft.smacv2_configs import scenario_env
+        from envs.starcraft.interface.smacv2_configs import scenario_env
 
         return scenario_env(map_name, seed=seed, backend="builtin", heuristic_ai=heuristic_ai)
-    from envs.starcraft.starcraft2 import StarCraft2Env
+    from envs.starcraft.interface.starcraft2 import StarCraft2Env
 
     return StarCraft2Env(map_name=map_name, seed=seed, backend="builtin", heuristic_ai=heuristic_ai)
 

@@ -7,7 +7,7 @@
 #   Machine Learning License (https://blzdistsc2-a.akamaihd.net/AI_AND_MACHINE_LEARNING_LICENSE.html);
 #   the archive password 'iagreetotheeula' is that acceptance.
 #
-# Every map file marlkit plays (src/envs/starcraft/maps.py) is checked at the end. The maps pack of
+# Every map file marlkit plays (src/envs/starcraft/game/maps.py) is checked at the end. The maps pack of
 # SMAC's first release lacks maps added later (1c3s5z): those are fetched one by one from SMAC's
 # repository. SMACv2 plays all its scenarios (10gen_protoss, 10gen_terran, 10gen_zerg) on one map
 # file, 32x32_flat.SC2Map, fetched from SMACv2's repository (oxwhirl/smacv2, the folder
@@ -24,11 +24,11 @@ MAPS_URL="${SMAC_MAPS_ZIP_URL:-https://github.com/oxwhirl/smac/releases/download
 MAP_BASE_URL="${SMAC_MAP_BASE_URL:-https://raw.githubusercontent.com/oxwhirl/smac/master/smac/env/starcraft2/maps/SMAC_Maps}"
 SMACV2_BASE_URL="${SMACV2_MAP_BASE_URL:-https://raw.githubusercontent.com/oxwhirl/smacv2/main/smacv2/env/starcraft2/maps/SMAC_Maps}"
 CHECK_MAP="3m.SC2Map"  # present once the SMAC maps pack is unpacked
-# The 23 maps of src/envs/starcraft/maps.py (tests/test_sc2_install.py keeps the two lists equal).
+# The 23 maps of src/envs/starcraft/game/maps.py (tests/test_sc2_install.py keeps the two lists equal).
 SMAC_MAPS=(3m 8m 25m 5m_vs_6m 8m_vs_9m 10m_vs_11m 27m_vs_30m MMM MMM2 2s3z 3s5z 3s5z_vs_3s6z 3s_vs_3z
            3s_vs_4z 3s_vs_5z 1c3s5z 2m_vs_1z corridor 6h_vs_8z 2s_vs_1sc so_many_baneling bane_vs_bane
            2c_vs_64zg)
-# SMACv2's map file (src/envs/starcraft/backend.py GEN_MAP_FILE; tests/test_sc2_install.py checks it).
+# SMACv2's map file (src/envs/starcraft/interface/backend.py GEN_MAP_FILE; tests/test_sc2_install.py checks it).
 SMACV2_MAPS=(32x32_flat)
 ALL_MAPS=("${SMAC_MAPS[@]}" "${SMACV2_MAPS[@]}")
 

@@ -37,11 +37,12 @@ with warnings.catch_warnings():
 from envs import REGISTRY as env_REGISTRY  # noqa: E402
 from envs import STARCRAFT_ENVS  # noqa: E402
 from envs.gymma import REWARD_SCALARISATIONS  # noqa: E402
-from envs.starcraft.backend import select_backend  # noqa: E402
-from envs.starcraft.distributions import (  # noqa: E402
+from envs.starcraft.interface.backend import select_backend  # noqa: E402
+from envs.starcraft.interface.distributions import (  # noqa: E402
     CAPABILITY_KEYS, DISTRIBUTION_CONFIG_KEYS, check_capability_config, check_prob_obs_enemy)
-from envs.starcraft.maps import gen_map_of, get_map_params  # noqa: E402
-from envs.starcraft.smacv2_configs import check_scenario_name, read_config_file, scenario_config_path  # noqa: E402
+from envs.starcraft.game.maps import gen_map_of, get_map_params  # noqa: E402
+from envs.starcraft.interface.smacv2_configs import (  # noqa: E402
+    check_scenario_name, read_config_file, scenario_config_path)
 from run import checkpoint  # noqa: E402
 from run import REGISTRY as run_REGISTRY  # noqa: E402
 from run.run import unique_token  # noqa: E402
@@ -413,10 +414,10 @@ def env_factory(env_name: str):
     for sc2, sc2wrapped and sc2v2, whose registry entries are lazy factories (SMACv2's capability
     wrapper passes every keyword argument on to StarCraft2EnvV2)."""
     if env_name == "sc2":
-        from envs.starcraft.starcraft2 import StarCraft2Env
+        from envs.starcraft.interface.starcraft2 import StarCraft2Env
         return StarCraft2Env
     if env_name in SMACV2_ENVS:
-        from envs.starcraft.starcraft2_v2 import StarCraft2EnvV2
+        from envs.starcraft.interface.starcraft2_v2 import StarCraft2EnvV2
         return StarCraft2EnvV2
     return env_REGISTRY.get(env_name)
 

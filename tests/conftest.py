@@ -24,14 +24,14 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection(session):
-    """Compile the built-in simulator's loops (Numba, cached in src/envs/starcraft/__pycache__/envs) once,
+    """Compile the built-in simulator's loops (Numba, cached in src/envs/starcraft/game/__pycache__/envs) once,
     in the main process before the tests run: in a fresh clone the first processes that step the
     simulator, many at a time, would each compile them (about 30 s of CPU each). xdist's workers,
     started already, collect meanwhile and get their first tests once this is done; later sessions
     find the loops compiled. It runs on pytest's clock, so the suite's time includes it."""
     if hasattr(session.config, "workerinput"):
         return None
-    from envs.starcraft.backend import compile_builtin_loops
+    from envs.starcraft.interface.warmup import compile_builtin_loops
 
     compile_builtin_loops()
     return None
@@ -43,7 +43,7 @@ def fallback_log(monkeypatch, caplog):
     each once per process)."""
     import logging
 
-    from envs.starcraft import backend
+    from envs.starcraft.interface import backend
 
     monkeypatch.setattr(backend, "_told", set())
     caplog.set_level(logging.INFO, logger=backend.__name__)

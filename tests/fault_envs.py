@@ -63,7 +63,7 @@ class StandInGameEnv(CountdownEnv):
 
     def reset(self):
         if self.engine is None:
-            from envs.starcraft.sc2_engine import SC2Engine  # pysc2 only where it is used
+            from envs.starcraft.sc2client.sc2_engine import SC2Engine  # pysc2 only where it is used
             from sc2_fakes import StandInGame
 
             fail_on = "join_game" if self.fault == "launch" else None

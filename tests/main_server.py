@@ -37,7 +37,7 @@ def preload() -> None:
     importlib.import_module("torch._dynamo")  # what torch.optim's first optimiser imports
     importlib.import_module("main")
     del sys.modules["main"]
-    from envs.starcraft.backend import compile_builtin_loops
+    from envs.starcraft.interface.warmup import compile_builtin_loops
 
     compile_builtin_loops()
     gc.freeze()  # the children's garbage collections then leave the inherited objects (and pages) alone

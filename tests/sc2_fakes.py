@@ -24,12 +24,12 @@ from pathlib import Path
 import numpy as np
 
 # The engine first: it makes s2clientprotocol importable under any protobuf implementation.
-from envs.starcraft.sc2_engine import (ABILITY_ATTACK, ABILITY_HEAL, ABILITY_MOVE, ABILITY_STOP,
+from envs.starcraft.sc2client.sc2_engine import (ABILITY_ATTACK, ABILITY_HEAL, ABILITY_MOVE, ABILITY_STOP,
                                        ALLY_OWNER, ENEMY_OWNER, GameProcess, start_game_process)
-from envs.starcraft.backend import GEN_MAP_FILE
-from envs.starcraft.engine import ORDER_ATTACK, ORDER_HEAL, ORDER_MOVE, ORDER_STOP, BuiltinEngine, Units
-from envs.starcraft.teams import GEN_UNIT_NAMES, Team
-from envs.starcraft.unit_ids import GEN_RL_BASE, STOCK_ID_OF_NAME
+from envs.starcraft.sc2client.install import GEN_MAP_FILE
+from envs.starcraft.game.engine import ORDER_ATTACK, ORDER_HEAL, ORDER_MOVE, ORDER_STOP, BuiltinEngine, Units
+from envs.starcraft.game.teams import GEN_UNIT_NAMES, Team
+from envs.starcraft.game.unit_ids import GEN_RL_BASE, STOCK_ID_OF_NAME
 from pysc2.lib import protocol, sc_process, static_data
 from s2clientprotocol import data_pb2 as data_pb
 from s2clientprotocol import sc2api_pb2 as sc_pb

@@ -9,7 +9,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from envs.starcraft import unit_ids as ids
+from envs.starcraft.game import unit_ids as ids
 
 # (health_max, shield_max) per raw type (SMAC facts sheet §9).
 VITALS = {
@@ -172,7 +172,7 @@ class GenFakeEngine(FakeEngine):
     health, allies as RL ids GEN_RL_BASE + index, enemies as stock units) on an open 32x32 map."""
 
     def __init__(self, script: Callable[[int, FakeUnits], FakeUnits] | None = None):
-        from envs.starcraft.teams import GEN_UNIT_NAMES
+        from envs.starcraft.game.teams import GEN_UNIT_NAMES
 
         super().__init__(make_units([], []), script, pathing=np.ones((32, 32), dtype=bool))
         self.ally_unit_ids = {name: ids.GEN_RL_BASE + i for i, name in enumerate(GEN_UNIT_NAMES)}

@@ -48,7 +48,7 @@ bench_env = load_script(ROOT / "bench" / "bench_env.py")
 
 
 def test_both_tools_play_a_scenario_with_its_config_files_env_args():
-    from envs.starcraft.smacv2_configs import smacv2_scenario_args
+    from envs.starcraft.interface.smacv2_configs import smacv2_scenario_args
 
     file_args = smacv2_scenario_args("zerg_10_vs_11")
     # Two of the file's values that differ from the env's defaults: the file's env_args are the ones played.

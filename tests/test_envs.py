@@ -55,7 +55,7 @@ def test_make_env_unknown_name_lists_known_names():
 
 def test_sc2_simulator_is_imported_only_when_built():
     src = os.path.dirname(os.path.dirname(ENV_CONFIG_DIR))
-    probe = "import sys, envs; print('envs.starcraft.starcraft2' in sys.modules)"
+    probe = "import sys, envs; print('envs.starcraft.interface.starcraft2' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", probe], cwd=src, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
 

@@ -16,7 +16,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from main import build_config
 from main_runs import read_json, run_dir, run_main
 from run import checkpoint
-from envs.starcraft.backend import builtin_sources_digest
+from envs.starcraft.interface.backend import builtin_sources_digest
 from run.run import TrainingLoop, args_sanity_check, check_same_simulator, select_resume_checkpoint, setup_learning
 from runners import REGISTRY as r_REGISTRY
 from utils.logging import Logger

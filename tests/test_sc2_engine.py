@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 # The engine before pysc2: it makes s2clientprotocol importable under any protobuf implementation.
-from envs.starcraft import sc2_engine as sc2_engine_module
-from envs.starcraft.sc2_engine import (ABILITY_ATTACK, ABILITY_HEAL, ABILITY_MOVE, ABILITY_STOP,
+from envs.starcraft.sc2client import sc2_engine as sc2_engine_module
+from envs.starcraft.sc2client.sc2_engine import (ABILITY_ATTACK, ABILITY_HEAL, ABILITY_MOVE, ABILITY_STOP,
                                        SC2Engine, decode_pathing_grid, decode_terrain_height, launch_sc2)
-from envs.starcraft.backend import (GameRestarted, installed_by_launcher, make_engine, sc2_install_dir,
-                                    select_backend)
-from envs.starcraft.engine import BuiltinEngine
-from envs.starcraft.starcraft2 import StarCraft2Env
+from envs.starcraft.game.engine import BuiltinEngine, GameRestarted
+from envs.starcraft.interface.backend import make_engine, select_backend
+from envs.starcraft.sc2client.install import installed_by_launcher, sc2_install_dir
+from envs.starcraft.interface.starcraft2 import StarCraft2Env
 from pysc2 import maps as pysc2_maps
 from pysc2 import run_configs
 from pysc2.lib import protocol

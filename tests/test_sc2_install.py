@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from envs.starcraft.backend import map_file_stem
-from envs.starcraft.maps import GEN_MAPS, MAP_REGISTRY
+from envs.starcraft.sc2client.install import map_file_stem
+from envs.starcraft.game.maps import GEN_MAPS, MAP_REGISTRY
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "install_sc2.sh"

@@ -12,7 +12,7 @@ import pytest
 import torch as th
 
 from envs import REGISTRY as env_REGISTRY
-from envs.starcraft.sc2_engine import SC2Engine, launch_sc2, start_game_process
+from envs.starcraft.sc2client.sc2_engine import SC2Engine, launch_sc2, start_game_process
 from fault_envs import CloseFailsEnv, SlowResetEnv, StandInGameEnv
 from main_runs import REPO
 from pysc2.lib import remote_controller, sc_process

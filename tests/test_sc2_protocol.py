@@ -1,4 +1,4 @@
-"""s2clientprotocol under the compiled protobuf (envs/starcraft/sc2_protocol.py): rebuilt modules
+"""s2clientprotocol under the compiled protobuf (envs/starcraft/sc2client/sc2_protocol.py): rebuilt modules
 equal the generated ones, the engine imports by any path under either implementation, and
 TensorBoard works in the same process.
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from envs.starcraft import sc2_protocol
-from envs.starcraft.sc2_protocol import serialized_descriptor
+from envs.starcraft.sc2client import sc2_protocol
+from envs.starcraft.sc2client.sc2_protocol import serialized_descriptor
 
 REPO = Path(__file__).resolve().parents[1]
 IMPLEMENTATIONS = {"python": "python", "compiled": None}
@@ -25,7 +25,7 @@ IMPLEMENTATIONS = {"python": "python", "compiled": None}
 DESCRIBE = r"""
 import base64, json, sys
 sys.path.insert(0, {src!r})
-from envs.starcraft import sc2_engine  # the engine's own import path, nothing before it
+from envs.starcraft.sc2client import sc2_engine  # the engine's own import path, nothing before it
 from google.protobuf.internal import api_implementation
 from s2clientprotocol import common_pb2, raw_pb2, sc2api_pb2 as sc_pb
 names = {{}}
@@ -62,7 +62,7 @@ print(json.dumps({{
 TENSORBOARD = r"""
 import sys
 sys.path.insert(0, {src!r})
-from envs.starcraft import sc2_engine
+from envs.starcraft.sc2client import sc2_engine
 from google.protobuf.internal import api_implementation
 from tensorboardX import SummaryWriter
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator

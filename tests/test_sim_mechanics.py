@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from envs.starcraft import collisions
-from envs.starcraft import engine as engine_module
-from envs.starcraft import unit_ids as ids
-from envs.starcraft import units as us
-from envs.starcraft.engine import COLLISION_TOL, ORDER_ATTACK, ORDER_KEEP, ORDER_MOVE, ORDER_STOP
-from envs.starcraft.starcraft2 import StarCraft2Env
+from envs.starcraft.game import collisions
+from envs.starcraft.game import engine as engine_module
+from envs.starcraft.game import unit_ids as ids
+from envs.starcraft.game import units as us
+from envs.starcraft.game.engine import COLLISION_TOL, ORDER_ATTACK, ORDER_KEEP, ORDER_MOVE, ORDER_STOP
+from envs.starcraft.interface.starcraft2 import StarCraft2Env
 from test_smac_engine import _custom_engine
 
 ROOT = Path(__file__).resolve().parents[1]

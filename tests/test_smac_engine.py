@@ -4,13 +4,13 @@ import math
 import numpy as np
 import pytest
 
-from envs.starcraft import engine as engine_module
-from envs.starcraft import unit_ids as ids
-from envs.starcraft import units as us
-from envs.starcraft.engine import (ORDER_ATTACK, ORDER_HEAL, ORDER_KEEP, ORDER_MOVE, ORDER_STOP,
+from envs.starcraft.game import engine as engine_module
+from envs.starcraft.game import unit_ids as ids
+from envs.starcraft.game import units as us
+from envs.starcraft.game.engine import (ORDER_ATTACK, ORDER_HEAL, ORDER_KEEP, ORDER_MOVE, ORDER_STOP,
                                    BuiltinEngine)
-from envs.starcraft.scenarios import EnemyOrder, Scenario
-from envs.starcraft.starcraft2 import StarCraft2Env
+from envs.starcraft.game.scenarios import EnemyOrder, Scenario
+from envs.starcraft.interface.starcraft2 import StarCraft2Env
 
 OPEN = np.ones((32, 32), dtype=bool)
 FLAT = np.full((32, 32), 0.5)

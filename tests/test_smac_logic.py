@@ -1,4 +1,4 @@
-"""SMAC game logic (envs/starcraft/starcraft2.py) driven by scripted fake engines.
+"""SMAC game logic (envs/starcraft/interface/starcraft2.py) driven by scripted fake engines.
 
 Expected numbers come from the SMAC facts sheet (§8 size table, §13 golden vectors) or are
 recomputed here from SMAC's formulas, independently of the implementation.
@@ -8,9 +8,9 @@ import itertools
 import numpy as np
 import pytest
 
-from envs.starcraft import unit_ids as ids
-from envs.starcraft.maps import MAP_REGISTRY, get_map_params
-from envs.starcraft.starcraft2 import (ORDER_ATTACK, ORDER_HEAL, ORDER_MOVE, ORDER_NONE, ORDER_STOP,
+from envs.starcraft.game import unit_ids as ids
+from envs.starcraft.game.maps import MAP_REGISTRY, get_map_params
+from envs.starcraft.interface.starcraft2 import (ORDER_ATTACK, ORDER_HEAL, ORDER_MOVE, ORDER_NONE, ORDER_STOP,
                                        StarCraft2Env)
 from smac_fakes import FakeEngine, make_units, spawn_army
 
@@ -465,7 +465,7 @@ class ReplayEngine(FakeEngine):
         self.replays = []
 
     def step(self, kind, tx, ty, target):
-        from envs.starcraft.backend import GameRestarted
+        from envs.starcraft.game.engine import GameRestarted
 
         self.restarts += 1
         raise GameRestarted("game relaunched")

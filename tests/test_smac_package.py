@@ -15,8 +15,8 @@ import pytest
 
 import main
 from envs import smac, smac_pettingzoo
-from envs.starcraft.smacv2_configs import read_config_file, scenario_config_path
-from envs.starcraft.starcraft2 import StarCraft2Env as TrainedEnv
+from envs.starcraft.interface.smacv2_configs import read_config_file, scenario_config_path
+from envs.starcraft.interface.starcraft2 import StarCraft2Env as TrainedEnv
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -169,10 +169,10 @@ def test_pettingzoo_actions_skip_the_no_op_and_a_seeded_reset_replays():
 def test_each_package_name_keeps_its_own_numba_cache():
     """The compiled loops' cache entries name the modules they call, so src/main.py's (envs.starcraft) and an
     editable install's (marlkit.starcraft) live in separate sub-folders of __pycache__."""
-    from envs.starcraft import collisions
+    from envs.starcraft.game import collisions
 
     locator = collisions.walkable_points._cache._impl._locator
-    assert locator.get_cache_path() == os.path.join(REPO, "src", "envs", "starcraft", "__pycache__", "envs")
+    assert locator.get_cache_path() == os.path.join(REPO, "src", "envs", "starcraft", "game", "__pycache__", "envs")
 
 
 @pytest.mark.parametrize("user_level, expected", [(None, "WARNING"), ("DEBUG", "DEBUG")])

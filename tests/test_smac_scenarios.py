@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from envs.starcraft import unit_ids as ids
-from envs.starcraft.maps import MAP_REGISTRY
-from envs.starcraft.render import HEADER_PX, RecordingEngine, ReplayRecorder, record_battles
+from envs.starcraft.game import unit_ids as ids
+from envs.starcraft.game.maps import MAP_REGISTRY
+from envs.starcraft.interface.replay import HEADER_PX, RecordingEngine, ReplayRecorder
 from envs.starcraft.render import main as render_main
-from envs.starcraft.scenarios import MAP_NAMES, get_scenario
+from envs.starcraft.render import record_battles
+from envs.starcraft.game.scenarios import MAP_NAMES, get_scenario
 
 M, MD, MV = ids.MARINE, ids.MARAUDER, ids.MEDIVAC
 S, Z, C = ids.STALKER, ids.ZEALOT, ids.COLOSSUS
@@ -322,8 +323,8 @@ def test_focus_fire_battles_on_the_builtin_engine(tmp_path):
 
 
 def test_recording_engine_passes_smacv2_teams_on_and_sizes_units_per_episode(tmp_path):
-    from envs.starcraft.engine import BuiltinEngine
-    from envs.starcraft.teams import Team
+    from envs.starcraft.game.engine import BuiltinEngine
+    from envs.starcraft.game.teams import Team
 
     engine = RecordingEngine(BuiltinEngine("10gen_protoss", 0), "10gen_protoss")
     left, right = ((10.0, 16.0), (10.0, 24.0)), ((22.0, 16.0), (22.0, 24.0))
@@ -362,7 +363,7 @@ def test_render_command_line_refuses_an_unknown_map(capsys):
 def test_smacv2_env_records_replays_on_the_builtin_simulator(tmp_path):
     """What save_replay=True does on env sc2v2: record_replay wraps the built-in engine, every reset draws
     new armies, save_replay writes one GIF of the episodes (prefix: SMACv2's, with prob_obs_enemy)."""
-    from envs.starcraft.smacv2_configs import scenario_env
+    from envs.starcraft.interface.smacv2_configs import scenario_env
 
     env = scenario_env("zerg_5_vs_5", seed=0, backend="builtin", record_replay=True,
                        replay_dir=str(tmp_path), replay_prefix="run")

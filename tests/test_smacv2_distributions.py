@@ -1,4 +1,4 @@
-"""SMACv2's capability distributions (envs/starcraft/distributions.py): what each episode draws, with
+"""SMACv2's capability distributions (envs/starcraft/interface/distributions.py): what each episode draws, with
 SMACv2's probabilities and geometry (oxwhirl/smacv2 env/starcraft2/distributions.py), from one seeded
 Generator; and the one-line refusal of each bad capability_config."""
 import copy
@@ -7,7 +7,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from envs.starcraft.distributions import check_capability_config, draw_episode_config, make_distributions
+from envs.starcraft.interface.distributions import check_capability_config, draw_episode_config, make_distributions
 
 MAP_X = MAP_Y = 32
 # SMACv2's start positions (examples/configs/sc2_gen_*.yaml).

@@ -4,14 +4,14 @@ order, and the units of the map's RL copies."""
 import numpy as np
 import pytest
 
-from envs.starcraft import engine as engine_module
-from envs.starcraft import unit_ids as ids
-from envs.starcraft import units as us
-from envs.starcraft.engine import (COLLISION_TOL, ORDER_ATTACK, ORDER_HEAL, ORDER_KEEP, ORDER_MOVE,
+from envs.starcraft.game import engine as engine_module
+from envs.starcraft.game import unit_ids as ids
+from envs.starcraft.game import units as us
+from envs.starcraft.game.engine import (COLLISION_TOL, ORDER_ATTACK, ORDER_HEAL, ORDER_KEEP, ORDER_MOVE,
                                    ORDER_STOP, BuiltinEngine)
-from envs.starcraft.maps import SMACV2_SCENARIOS
-from envs.starcraft.scenarios import get_scenario
-from envs.starcraft.teams import GEN_UNIT_NAMES, RACE_UNITS, Team
+from envs.starcraft.game.maps import SMACV2_SCENARIOS
+from envs.starcraft.game.scenarios import get_scenario
+from envs.starcraft.game.teams import GEN_UNIT_NAMES, RACE_UNITS, Team
 from test_sim_mechanics import _max_overlap
 
 RACES = tuple(RACE_UNITS)
@@ -271,7 +271,7 @@ def _play_scenario(scenario: str, policy: str, steps: int) -> int:
     """`steps` env steps of a scenario (its file's env_args) with SMACv2's heuristic or random available
     actions, checking after each that no ground units overlap and all stand on walkable ground ->
     episodes finished."""
-    from envs.starcraft.smacv2_configs import scenario_env
+    from envs.starcraft.interface.smacv2_configs import scenario_env
 
     env = scenario_env(scenario, seed=4, backend="builtin", heuristic_ai=policy == "heuristic")
     rng = np.random.default_rng(4)

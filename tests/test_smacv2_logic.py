@@ -1,4 +1,4 @@
-"""SMACv2's game logic (envs/starcraft/starcraft2_v2.py) against SMACv2's published definitions.
+"""SMACv2's game logic (envs/starcraft/interface/starcraft2_v2.py) against SMACv2's published definitions.
 
 The expected layouts are derived here from SMACv2's definitions (oxwhirl/smacv2 starcraft2.py:
 get_obs_size and its parts, get_state_size, build_obs_feature_names, build_state_feature_names),
@@ -11,9 +11,9 @@ per enemy and every agent's last action. Behaviour is checked on a scripted engi
 import numpy as np
 import pytest
 
-from envs.starcraft.starcraft2_v2 import StarCraft2EnvV2, StarCraftCapabilityEnvWrapper
-from envs.starcraft.teams import RACE_UNITS
-from envs.starcraft.unit_ids import MEDIVAC, STOCK_ID_OF_NAME
+from envs.starcraft.interface.starcraft2_v2 import StarCraft2EnvV2, StarCraftCapabilityEnvWrapper
+from envs.starcraft.game.teams import RACE_UNITS
+from envs.starcraft.game.unit_ids import MEDIVAC, STOCK_ID_OF_NAME
 from smac_fakes import GenFakeEngine
 
 RACES = ("protoss", "terran", "zerg")
@@ -253,7 +253,7 @@ def test_fixed_points_without_start_positions_and_plain_env_needs_a_team():
 
 
 def test_smacv2_maps_and_keys_are_refused_where_they_do_not_belong():
-    from envs.starcraft.starcraft2 import StarCraft2Env
+    from envs.starcraft.interface.starcraft2 import StarCraft2Env
 
     with pytest.raises(ValueError, match="SMACv2 map"):
         StarCraft2Env(map_name="protoss_5_vs_5", backend="builtin")

@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 
 # The engine before pysc2: it makes s2clientprotocol importable under any protobuf implementation.
-from envs.starcraft import sc2_engine as sc2_engine_module
-from envs.starcraft.sc2_engine import ABILITY_ATTACK, ABILITY_MOVE, SC2Engine, rl_unit_ids
-from envs.starcraft import backend as backend_module
-from envs.starcraft.backend import GameRestarted, make_engine, map_file_stem, select_backend, smac_map_file
-from envs.starcraft.engine import ORDER_ATTACK, ORDER_MOVE, BuiltinEngine
-from envs.starcraft.starcraft2_v2 import StarCraftCapabilityEnvWrapper
-from envs.starcraft.teams import GEN_UNIT_NAMES, RACE_UNITS, Team
-from envs.starcraft.unit_ids import STOCK_ID_OF_NAME
+from envs.starcraft.sc2client import sc2_engine as sc2_engine_module
+from envs.starcraft.sc2client.sc2_engine import ABILITY_ATTACK, ABILITY_MOVE, SC2Engine, rl_unit_ids
+from envs.starcraft.game.engine import ORDER_ATTACK, ORDER_MOVE, BuiltinEngine, GameRestarted
+from envs.starcraft.interface.backend import make_engine, select_backend
+from envs.starcraft.sc2client.install import map_file_stem, sc2_missing, smac_map_file
+from envs.starcraft.interface.starcraft2_v2 import StarCraftCapabilityEnvWrapper
+from envs.starcraft.game.teams import GEN_UNIT_NAMES, RACE_UNITS, Team
+from envs.starcraft.game.unit_ids import STOCK_ID_OF_NAME
 from pysc2 import maps as pysc2_maps
 from pysc2.lib import protocol
 from s2clientprotocol import common_pb2 as sc_common
@@ -207,7 +207,7 @@ def test_auto_plays_smacv2_in_the_game_only_with_32x32_flat(tmp_path, monkeypatc
     install = fake_install(tmp_path / "sc2")  # the game and SMAC's 3m: a SMAC-only install
     monkeypatch.setenv("SC2PATH", str(install))
     map_file = install / "Maps" / "SMAC_Maps" / "32x32_flat.SC2Map"
-    assert backend_module.sc2_missing("10gen_zerg") == f"no map file {map_file}"
+    assert sc2_missing("10gen_zerg") == f"no map file {map_file}"
     assert select_backend("auto", "10gen_zerg") == "builtin"
     (record,) = fallback_log.records
     assert record.levelno == logging.WARNING and "\n" not in record.getMessage()

@@ -196,7 +196,7 @@ def test_qatten_checks_the_agents_state_size():
 
 
 def test_agent_own_state_size_comes_from_the_smac_state_layout():
-    from envs.starcraft.starcraft2 import StarCraft2Env
+    from envs.starcraft.interface.starcraft2 import StarCraft2Env
     sizes = {}
     for name in ("3m", "2s3z"):
         env = StarCraft2Env(map_name=name, seed=0)

@@ -17,14 +17,14 @@ def _make_gymma(**env_args) -> MultiAgentEnv:
 
 def _make_sc2(**env_args) -> MultiAgentEnv:
     # Imported on use: the SMAC simulator pulls in far more than the small test environments.
-    from .starcraft.starcraft2 import StarCraft2Env
+    from .starcraft.interface.starcraft2 import StarCraft2Env
 
     return StarCraft2Env(**env_args)
 
 
 def _make_sc2_v2(**env_args) -> MultiAgentEnv:
     # SMACv2's capability wrapper: each reset draws the teams and start positions of capability_config.
-    from .starcraft.starcraft2_v2 import StarCraftCapabilityEnvWrapper
+    from .starcraft.interface.starcraft2_v2 import StarCraftCapabilityEnvWrapper
 
     return StarCraftCapabilityEnvWrapper(**env_args)
 

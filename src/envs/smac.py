@@ -25,9 +25,9 @@ wrong length or unavailable to an agent; TypeError for an argument SMAC does not
 import dataclasses
 
 from .multiagentenv import MultiAgentEnv
-from .starcraft import maps
-from .starcraft.starcraft2 import StarCraft2Env
-from .starcraft.starcraft2_v2 import StarCraftCapabilityEnvWrapper
+from .starcraft.game import maps
+from .starcraft.interface.starcraft2 import StarCraft2Env
+from .starcraft.interface.starcraft2_v2 import StarCraftCapabilityEnvWrapper
 
 __all__ = ["MultiAgentEnv", "StarCraft2Env", "StarCraftCapabilityEnvWrapper", "get_map_params"]
 

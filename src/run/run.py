@@ -30,7 +30,7 @@ import torch as th
 from components.episode_buffer import EpisodeBatch, PrioritizedReplayBuffer, ReplayBuffer, StorageBytes
 from controllers import REGISTRY as mac_REGISTRY
 from envs import STARCRAFT_ENVS
-from envs.starcraft.backend import builtin_sources_digest
+from envs.starcraft.interface.backend import builtin_sources_digest
 from learners import REGISTRY as le_REGISTRY
 from run import checkpoint
 from run.checkpoint import checkpoint_step  # noqa: F401  (importable from here, as before checkpoint.py)

@@ -37,7 +37,8 @@ import torch as th
 from components.episode_buffer import EpisodeBatch
 from envs import STARCRAFT_ENVS
 from envs.death_signal import die_with_parent
-from envs.starcraft.backend import compile_builtin_loops, select_backend
+from envs.starcraft.interface.backend import select_backend
+from envs.starcraft.interface.warmup import compile_builtin_loops
 from runners.runner_base import (BatchRunner, InProcessEnvs, env_factory, env_kwargs, env_seed, env_seeds, reset_env,
                                  step_env)
 from utils.stop import StoppedWaiting, stop_requested

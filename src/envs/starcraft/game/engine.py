@@ -57,6 +57,16 @@ from .unit_ids import STOCK_ID_OF_NAME
 # Order kinds of BuiltinEngine.step (the engine contract): see orders.py.
 ORDER_KEEP, ORDER_STOP, ORDER_MOVE, ORDER_ATTACK, ORDER_HEAL = orders.ORDER_KINDS
 
+
+class GameRestarted(RuntimeError):
+    """Raised by an engine's step() when the game process died and was relaunched.
+
+    The episode in progress is lost; the game logic ends it as SMAC does, returning
+    (0, True, {}), and the next reset() starts a fresh one. Part of the engine contract
+    (here, in the game layer) so that the logic can catch it without importing the real-game engine.
+    """
+
+
 # Internal unit modes. _GUARD: an attack-moving enemy that reached its point (idle, but it
 # still acquires targets automatically, as idle SC2 units do).
 _IDLE, _MOVE, _ATTACK, _ATTACK_MOVE, _HEAL, _HUNT, _GUARD = 0, 1, 2, 3, 4, 5, 6

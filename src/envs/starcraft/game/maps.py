@@ -83,8 +83,13 @@ def gen_map_of(map_name: str) -> str:
 def get_map_params(map_name: str) -> MapParams:
     """The registry entry of `map_name`; an unknown name fails listing every known map."""
     if map_name not in MAP_REGISTRY:
-        if map_name in GEN_MAPS or map_name in SMACV2_SCENARIOS:
+        if is_gen_map(map_name):
             raise ValueError(f"'{map_name}' is a SMACv2 map: play it with --env-config=sc2v2 (a scenario name) or "
                              f"--env-config=sc2_gen_<race> (env sc2wrapped), not with SMAC's env")
         raise ValueError(f"unknown map '{map_name}'; known maps: {', '.join(MAP_REGISTRY)}")
     return MAP_REGISTRY[map_name]
+
+
+def is_gen_map(map_name: str) -> bool:
+    """True for SMACv2's 10gen maps and scenario names, which the game plays from a drawn Team."""
+    return map_name in GEN_MAPS or map_name in SMACV2_SCENARIOS

@@ -9,8 +9,8 @@ The same files run as `envs.starcraft` (src/main.py) and as `marlkit.starcraft` 
 `pip install -e .` from the very same folder). A compiled loop's cache entry refers to the loops it calls by
 their module's name, so an entry written under one name fails to load under the other, while Numba keys its
 in-tree cache (__pycache__ beside the source) by file and function only. This locator gives each name its own
-sub-folder of __pycache__ (__pycache__/envs/, __pycache__/marlkit/). The package's __init__ imports this
-module before any module that compiles.
+sub-folder of __pycache__ (__pycache__/envs/, __pycache__/marlkit/). The game package's __init__ imports
+this module before any module that compiles.
 """
 import logging
 import os
@@ -23,7 +23,7 @@ if logging.getLogger("numba").level == logging.NOTSET:
 # Numba's in-tree locator and the list of locators it tries (public names since 0.59, underscored before).
 _IN_TREE = getattr(caching, "InTreeCacheLocator", None) or getattr(caching, "_InTreeCacheLocator")
 _CACHE_IMPL = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl")
-PACKAGE = __name__.rpartition(".")[0]  # "envs.starcraft" here, "marlkit.starcraft" when installed
+PACKAGE = __name__.rpartition(".")[0]  # "envs.starcraft.game" here, "marlkit.starcraft.game" when installed
 
 
 class PackageCacheLocator(_IN_TREE):

@@ -3,7 +3,7 @@ engine: who spawns where, what the enemy is ordered to do, and the terrain (fact
 §12; SMACv2: docs/unit_data.md, "SMACv2").
 
 Everything here is independent of the episode limit and reward settings; the map registry
-(n_agents, limits, races, unit-type bits) is `envs.starcraft.maps`. `get_scenario(name)` returns
+(n_agents, limits, races, unit-type bits) is `envs.starcraft.game.maps`. `get_scenario(name)` returns
 one immutable `Scenario`; the engine reads it at construction and on every reset.
 
 Coordinates are world coordinates (one unit = one pathing cell); grids are indexed [x][y] with
@@ -55,7 +55,7 @@ class Scenario:
     name: the SMAC map name.
     layout: terrain layout name (facts sheet §11): "band", "open", "octagon", "2s_vs_1sc",
         "6h_vs_8z", "corridor", "so_many_baneling" or "2c_vs_64zg".
-    ally_types / enemy_types: raw unit-type ids (envs.starcraft.unit_ids; RL ids for allies,
+    ally_types / enemy_types: raw unit-type ids (envs.starcraft.game.unit_ids; RL ids for allies,
         stock ids for enemies), one per unit in map-script creation order.
     ally_spawns / enemy_spawns: the script point (x, y) each unit is created at, aligned with
         the types. Units of one group share a point: the engine puts the first on it and the

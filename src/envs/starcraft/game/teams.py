@@ -2,15 +2,15 @@
 
 SMACv2 (oxwhirl/smacv2) plays its procedurally generated scenarios on one empty 32x32 map and
 creates both armies at every reset, from a `Team` drawn by its capability distributions
-(envs/starcraft/distributions.py). This module is the contract between the game logic
-(envs/starcraft/starcraft2_v2.py), which draws the team, and the engines that create it:
+(envs/starcraft/interface/distributions.py). This module is the contract between the game logic
+(envs/starcraft/interface/starcraft2_v2.py), which draws the team, and the engines that create it:
 `engine.reset(team)` returns the unit table with the allies first, in `team.ally_units` order,
 then the enemies in `team.enemy_units` order, each created at its point (units sharing a point
 are placed next to one another, as StarCraft II places them).
 
 Units are named as SMACv2's configs name them ("stalker", "zergling", ...). The allies are the
 map's "RL" copies, whose raw type ids an engine reports in `engine.ally_unit_ids`
-(name -> id); the enemies are the game's stock units (envs.starcraft.unit_ids).
+(name -> id); the enemies are the game's stock units (envs.starcraft.game.unit_ids).
 """
 from dataclasses import dataclass
 

@@ -7,7 +7,7 @@ come out as in the real map files: (Colossus_RL, Stalker_RL, Zealot_RL), (Maraud
 Marine_RL, Medivac_RL) and (Baneling_RL, Zergling_RL) are consecutive in that order.
 
 SMACv2's map defines all nine RL copies at once; their ids follow the map's unit data order
-(envs.starcraft.teams.GEN_UNIT_NAMES), from GEN_RL_BASE on the built-in simulator.
+(envs.starcraft.game.teams.GEN_UNIT_NAMES), from GEN_RL_BASE on the built-in simulator.
 """
 
 MARINE = 48

@@ -202,7 +202,7 @@ UNIT_STATS.update({GEN_ALLY_IDS[name]: UNIT_STATS[_SMAC_RL_ID_OF_NAME[name]] for
 
 
 def get_unit_stats(unit_type: int) -> UnitStats:
-    """Statistics of a raw unit type id from envs.starcraft.unit_ids."""
+    """Statistics of a raw unit type id from envs.starcraft.game.unit_ids."""
     try:
         return UNIT_STATS[int(unit_type)]
     except KeyError:

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from .maps import SMACV2_SCENARIOS, gen_map_of, get_gen_map_params
-from .teams import GEN_UNIT_NAMES, RACE_UNITS
+from ..game.maps import SMACV2_SCENARIOS, gen_map_of, get_gen_map_params
+from ..game.teams import GEN_UNIT_NAMES, RACE_UNITS
 
 # The 10gen maps are played on 32x32_flat.SC2Map (SMACv2's smac_maps.py), 32 x 32 by its MapInfo
 # (width, height); SMACv2's configs give the same size as start_positions.map_x / map_y.

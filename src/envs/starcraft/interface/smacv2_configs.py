@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from .maps import SMACV2_SCENARIOS
+from ..game.maps import SMACV2_SCENARIOS
 
 if TYPE_CHECKING:
     from .starcraft2_v2 import StarCraftCapabilityEnvWrapper
 
-CONFIG_DIR = join(dirname(dirname(dirname(abspath(__file__)))), "config")
+CONFIG_DIR = join(dirname(dirname(dirname(dirname(abspath(__file__))))), "config")  # src/config
 
 
 def check_scenario_name(map_name) -> None:

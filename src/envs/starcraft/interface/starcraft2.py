@@ -19,10 +19,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..multiagentenv import MultiAgentEnv
-from . import unit_ids
-from .backend import GameRestarted, make_engine, select_backend
-from .maps import MapParams, get_map_params
+from ...multiagentenv import MultiAgentEnv
+from ..game import unit_ids
+from ..game.engine import GameRestarted
+from ..game.maps import MapParams, get_map_params
+from .backend import make_engine, select_backend
 
 N_ACTIONS_NO_ATTACK = 6
 N_ACTIONS_MOVE = 4
@@ -122,7 +123,7 @@ class StarCraft2Env(MultiAgentEnv):
     """SMAC's decentralised micromanagement environment (same arguments, methods, semantics).
 
     Beyond SMAC's arguments: `backend` picks the engine (auto | sc2 | builtin, see
-    envs/starcraft/backend.py), `record_replay` keeps the built-in simulator's last episodes for
+    envs/starcraft/interface/backend.py), `record_replay` keeps the built-in simulator's last episodes for
     save_replay(), and `engine` injects any object of the engine contract (tests, new engines).
     """
 

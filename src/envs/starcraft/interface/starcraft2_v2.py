@@ -3,7 +3,7 @@
 SMACv2 keeps SMAC's game logic (rewards, termination, unit bookkeeping: inherited from
 StarCraft2Env) and changes what an agent sees and can do:
 - every reset creates new armies: unit types and start positions drawn by the capability
-  distributions (envs/starcraft/distributions.py) of `capability_config`;
+  distributions (envs/starcraft/interface/distributions.py) of `capability_config`;
 - sight and attack ranges per unit type (`use_unit_ranges`, attack range at least
   `min_attack_range`), observations scaled by the observer's own sight range;
 - an enemy is seen only if it is in sight *and* the agent may observe it: the first agent to see an
@@ -23,11 +23,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import unit_ids
+from ..game import unit_ids
+from ..game.maps import GEN_MAP_REGISTRY, MapParams, gen_map_of
+from ..game.teams import GEN_UNIT_NAMES, RACE_UNITS, Team
 from .distributions import check_capability_config, check_prob_obs_enemy, draw_episode_config, make_distributions
-from .maps import GEN_MAP_REGISTRY, MapParams, gen_map_of
 from .starcraft2 import HEALING_MAP_TYPES, N_ACTIONS_MOVE, N_OBS_HEIGHT, N_OBS_PATHING, StarCraft2Env
-from .teams import GEN_UNIT_NAMES, RACE_UNITS, Team
 
 # SMACv2's guard against dividing by zero in its cone test (is_position_in_cone).
 EPS = 1e-7

@@ -3,7 +3,7 @@
 A SMAC map runs itself: its triggers spawn both armies, give the enemies their orders and
 respawn everything once no unit is left. SMACv2's 10gen maps are all played on its empty map
 32x32_flat, which spawns nothing: at every reset this engine kills whatever is left and creates
-the drawn team (envs.starcraft.teams.Team) with debug commands, as SMACv2 does; the map's
+the drawn team (envs.starcraft.game.teams.Team) with debug commands, as SMACv2 does; the map's
 triggers then give the enemies their orders. Otherwise the engine only launches the game, turns
 the logic's per-ally orders into raw unit commands, and reads the raw units back into the
 contract's `Units` table, keyed by the unit tags seen at reset. Everything goes through one
@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from .. import death_signal
+from ... import death_signal
 # s2clientprotocol's modules only import under the compiled protobuf once rebuilt: before pysc2.
 from . import sc2_protocol  # noqa: F401
 from absl import flags
@@ -40,11 +40,11 @@ from s2clientprotocol import debug_pb2 as d_pb
 from s2clientprotocol import raw_pb2 as r_pb
 from s2clientprotocol import sc2api_pb2 as sc_pb
 
-from .backend import GameRestarted, is_gen_map, map_file_stem
-from .engine import ORDER_ATTACK, ORDER_HEAL, ORDER_KEEP, ORDER_MOVE, ORDER_STOP, Units
-from .maps import GEN_MAPS, MAP_REGISTRY, gen_map_of, get_gen_map_params, get_map_params
-from .teams import GEN_UNIT_NAMES, Team
-from .unit_ids import STOCK_ID_OF_NAME
+from ..game.engine import ORDER_ATTACK, ORDER_HEAL, ORDER_KEEP, ORDER_MOVE, ORDER_STOP, GameRestarted, Units
+from ..game.maps import GEN_MAPS, MAP_REGISTRY, gen_map_of, get_gen_map_params, get_map_params, is_gen_map
+from ..game.teams import GEN_UNIT_NAMES, Team
+from ..game.unit_ids import STOCK_ID_OF_NAME
+from .install import map_file_stem
 
 logger = logging.getLogger(__name__)
 
