@@ -1,4 +1,5 @@
 """Test set-up: PyMARL2-style imports (``from components.episode_buffer import ...``) need src/ on sys.path."""
+import functools
 import os
 import sys
 
@@ -16,10 +17,32 @@ def pytest_collection_modifyitems(config, items):
     versions always run."""
     if FULL_TESTS:
         return
-    skip = pytest.mark.skip(reason="slow learning check: set MARLKIT_FULL_TESTS=1 to run it")
+    skip = pytest.mark.skip(reason="slow check: set MARLKIT_FULL_TESTS=1 to run it")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """With -n: xdist's load scheduling, except that the tests of a module with a module-scoped fixture (a
+    sweep, a seed batch, a training run it builds once) go to one worker; split between two workers, each
+    would build the fixture. (xdist's own --dist loadgroup does not group under pytest 9.2, whose nodeid no
+    longer reads the _nodeid xdist rewrites.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleFixtureScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if has_a_module_fixture(module) else nodeid
+
+    return ModuleFixtureScheduling(config, log)
+
+
+@functools.cache
+def has_a_module_fixture(module_path: str) -> bool:
+    """Whether the test module at `module_path` (relative to the repository) defines a module-scoped fixture."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), module_path)
+    return os.path.isfile(path) and 'scope="module"' in open(path).read()
 
 
 @pytest.hookimpl(tryfirst=True)

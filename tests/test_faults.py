@@ -173,8 +173,11 @@ def test_workers_exit_when_the_parent_is_killed():
         proc.kill()
 
 
-@pytest.mark.parametrize("sig, env_processes, times", [(signal.SIGINT, "workers", 1), (signal.SIGTERM, "workers", 1),
-                                                        (signal.SIGINT, "main", 1), (signal.SIGTERM, "main", 3)])
+# Both signals go through one handler (utils/stop.py): the default set has each signal once, the other two
+# combinations are in the slow set.
+@pytest.mark.parametrize("sig, env_processes, times", [
+    (signal.SIGINT, "workers", 1), pytest.param(signal.SIGTERM, "workers", 1, marks=pytest.mark.slow),
+    pytest.param(signal.SIGINT, "main", 1, marks=pytest.mark.slow), (signal.SIGTERM, "main", 3)])
 def test_signal_stops_training_saves_and_leaves_no_process(tmp_path, sig, env_processes, times):
     """A long run is stopped by a signal within seconds: final checkpoint, INTERRUPTED, no child left; the
     same when the signal comes again (`timeout` and a signal to its process group send two)."""
@@ -244,7 +247,7 @@ def forkserver_of(pid: int) -> psutil.Process:
     return next(child for child in psutil.Process(pid).children() if "forkserver" in " ".join(child.cmdline()))
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [pytest.param(signal.SIGTERM, marks=pytest.mark.slow), signal.SIGINT])  # (one handler)
 def test_a_stop_signal_to_the_process_group_saves_and_stops_cleanly(tmp_path, sig):
     """What systemd, Slurm's scancel or Ctrl-C in a terminal do: every process of the group gets the signal."""
     proc, log_path = start_training(tmp_path, "t_max=10000000")

@@ -151,7 +151,7 @@ def start_batch(tmp_path, *extra: str) -> tuple:
     return proc, log_path
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)])  # (one handler)
 def test_a_stop_signal_saves_every_seed(tmp_path, sig):
     """Each seed stops at its next iteration, saves a final checkpoint and is recorded INTERRUPTED; the
     process exits with the signal's status, however many times it came."""
