@@ -117,9 +117,9 @@ def test_episode_runner_on_small_stag_hunt(tmp_path):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--config=qmx", "--env-config=sc2"], "unknown --config 'qmx'; available: coma, coma_epymarl, coma_ns, cw_qmix, dop, ia2c, ia2c_ns, ippo, ippo_epymarl, ippo_ns, iql, iql_epymarl, iql_ns, iql_td_lambda, lica, maa2c, maa2c_ns, maddpg, maddpg_ns, mappo, mappo_ns, ow_qmix, pac, pac_dcg, pac_dcg_ns, pac_ns, qatten, qmix,"),
+    (["--config=qmx", "--env-config=sc2"], "unknown --config 'qmx'; available: coma, coma_epymarl, coma_ns, cw_qmix, dop, ia2c, ia2c_ns, ippo, ippo_epymarl, ippo_ns, iql, iql_epymarl, iql_ns, iql_td_lambda, lica, maa2c, maa2c_ns, maddpg, maddpg_ns, mappo, mappo_ns, mappo_smacv2, ow_qmix, pac, pac_dcg, pac_dcg_ns, pac_ns, qatten, qmix,"),
     (["--config=qmix", "--env-config=nope"], "unknown --env-config 'nope'; available: "),
-    (["--env-config=sc2"], "missing --config=NAME; available: coma, coma_epymarl, coma_ns, cw_qmix, dop, ia2c, ia2c_ns, ippo, ippo_epymarl, ippo_ns, iql, iql_epymarl, iql_ns, iql_td_lambda, lica, maa2c, maa2c_ns, maddpg, maddpg_ns, mappo, mappo_ns, ow_qmix, pac, pac_dcg, pac_dcg_ns, pac_ns, qatten, qmix,"),
+    (["--env-config=sc2"], "missing --config=NAME; available: coma, coma_epymarl, coma_ns, cw_qmix, dop, ia2c, ia2c_ns, ippo, ippo_epymarl, ippo_ns, iql, iql_epymarl, iql_ns, iql_td_lambda, lica, maa2c, maa2c_ns, maddpg, maddpg_ns, mappo, mappo_ns, mappo_smacv2, ow_qmix, pac, pac_dcg, pac_dcg_ns, pac_ns, qatten, qmix,"),
 ])
 def test_bad_config_names_give_one_line(argv, message):
     proc = run_main(*argv)
@@ -181,7 +181,7 @@ def test_help_prints_usage_and_the_configs(flag):
     proc = run_main(flag)
     assert proc.returncode == 0 and proc.stderr == ""
     assert proc.stdout.startswith("usage: main.py --config=ALG --env-config=ENV")
-    assert "ALG: coma, coma_epymarl, coma_ns, cw_qmix, dop, ia2c, ia2c_ns, ippo, ippo_epymarl, ippo_ns, iql, iql_epymarl, iql_ns, iql_td_lambda, lica, maa2c, maa2c_ns, maddpg, maddpg_ns, mappo, mappo_ns, ow_qmix, pac, pac_dcg, pac_dcg_ns, pac_ns, qatten, qmix," in proc.stdout and "stag_hunt" in proc.stdout
+    assert "ALG: coma, coma_epymarl, coma_ns, cw_qmix, dop, ia2c, ia2c_ns, ippo, ippo_epymarl, ippo_ns, iql, iql_epymarl, iql_ns, iql_td_lambda, lica, maa2c, maa2c_ns, maddpg, maddpg_ns, mappo, mappo_ns, mappo_smacv2, ow_qmix, pac, pac_dcg, pac_dcg_ns, pac_ns, qatten, qmix," in proc.stdout and "stag_hunt" in proc.stdout
 
 
 def test_unique_tokens_name_the_run_and_never_repeat():

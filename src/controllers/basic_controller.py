@@ -15,9 +15,12 @@ import torch as th
 from components.action_selectors import REGISTRY as action_REGISTRY
 from components.episode_buffer import EpisodeBatch
 from modules.agents import REGISTRY as agent_REGISTRY
+from utils.running_stats import RunningNormaliser
 from utils.th_utils import autocast_dtype
 
 OUTPUT_TYPES = ("q", "pi_logits")
+# The learners that keep normalise_obs's statistics up to date (every other one would act on fixed ones).
+OBS_NORMALISING_LEARNERS = ("trust_region_learner",)
 
 
 def _vshape_size(vshape: int | tuple) -> int:
@@ -55,6 +58,22 @@ class BasicMAC:
                              f"agent_output_type 'pi_logits', got '{self.agent_output_type}'")
         self.hidden_states = None  # [bs, n_agents, hidden] once init_hidden is called
         self._agent_ids_cache = None  # [n_agents, n_agents] (_agent_ids)
+        self.obs_normaliser = self._build_obs_normaliser(scheme)
+
+    def _build_obs_normaliser(self, scheme: dict) -> RunningNormaliser | None:
+        """With normalise_obs (benellis3/mappo's is_observation_normalized) the observations are normalised by
+        running statistics, while acting and in training alike; the learner updates them and saves them."""
+        if not getattr(self.args, "normalise_obs", False):
+            return None
+        learner = getattr(self.args, "learner", "nq_learner")
+        if learner not in OBS_NORMALISING_LEARNERS:
+            raise ValueError(f"normalise_obs=True needs a learner that updates the observation statistics "
+                             f"({', '.join(OBS_NORMALISING_LEARNERS)}), not {learner}")
+        return RunningNormaliser(_vshape_size(scheme["obs"]["vshape"]))
+
+    def normalise_obs(self, obs: th.Tensor) -> th.Tensor:
+        """Observations [..., obs] as the agent sees them: normalised with normalise_obs, else unchanged."""
+        return obs if self.obs_normaliser is None else self.obs_normaliser(obs)
 
     def select_actions(self, ep_batch: EpisodeBatch, t_ep: int, t_env: int,
                        bs: slice | list = slice(None), test_mode: bool = False) -> th.Tensor:
@@ -140,6 +159,8 @@ class BasicMAC:
 
     def cuda(self) -> None:
         self.agent.cuda()
+        if self.obs_normaliser is not None:
+            self.obs_normaliser.cuda()
 
     def save_models(self, path: str) -> None:
         th.save(self.agent.state_dict(), os.path.join(path, self.AGENT_FILE))
@@ -157,7 +178,7 @@ class BasicMAC:
         """The agent inputs of step t: [bs, n_agents, input], what build_sequence_inputs gives at t, built
         for the one step (acting calls this every env step)."""
         bs = batch.batch_size
-        obs = batch["obs"][:, t].reshape(bs, self.n_agents, -1)  # [bs, n_agents, obs]
+        obs = self.normalise_obs(batch["obs"][:, t].reshape(bs, self.n_agents, -1))  # [bs, n_agents, obs]
         parts = [obs]
         if self.args.obs_last_action:
             parts.append(self._last_actions_onehot(batch, t, t + 1, obs.dtype)[0])  # [bs, n_agents, n_actions]
@@ -186,7 +207,7 @@ class BasicMAC:
         bs, steps = batch.batch_size, stop - start
         obs = batch["obs"][:, start:stop].transpose(0, 1)  # [steps, bs, n_agents, *obs_shape]
         dtype = dtype or obs.dtype
-        parts = [obs.reshape(steps, bs, self.n_agents, -1)]  # [steps, bs, n_agents, obs]
+        parts = [self.normalise_obs(obs.reshape(steps, bs, self.n_agents, -1))]  # [steps, bs, n_agents, obs]
         if self.args.obs_last_action:
             parts.append(self._last_actions_onehot(batch, start, stop, dtype))
         if self.args.obs_agent_id:

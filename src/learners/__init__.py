@@ -15,6 +15,7 @@ from .policy_gradient_v2 import PolicyGradientV2Learner
 from .ppo_learner import PPOLearner
 from .q_learner import QLearner
 from .qtran_learner import QTranLearner
+from .trust_region_learner import TrustRegionLearner
 
 REGISTRY = {
     "q_learner": QLearner,
@@ -35,4 +36,5 @@ REGISTRY = {
     "epymarl_coma_learner": EPyMARLCOMALearner,  # EPyMARL's COMA (its coma_learner)
     "pac_learner": PACLearner,  # EPyMARL's PAC (its actor_critic_pac_learner)
     "pac_dcg_learner": PACDCGLearner,  # EPyMARL's PAC-DCG (its actor_critic_pac_dcg_learner)
+    "trust_region_learner": TrustRegionLearner,  # benellis3/mappo's MAPPO, as the SMACv2 paper ran it
 }

@@ -46,10 +46,13 @@ ADVANTAGE_STD_EPSILON = 1e-6
 
 
 def clipped_surrogate_loss(log_pi: th.Tensor, old_log_pi: th.Tensor, advantages: th.Tensor, eps_clip: float,
-                           mask: th.Tensor) -> th.Tensor:
+                           mask: th.Tensor, max_ratio: float | None = None) -> th.Tensor:
     """PPO's clipped objective, negated: -mean over valid entries of min(r A, clip(r, 1 - eps, 1 + eps) A)
-    with r = exp(log_pi - old_log_pi); all [...] of one shape, mask broadcast to it."""
+    with r = exp(log_pi - old_log_pi), first clamped to [0, max_ratio] if given (benellis3/mappo's 16);
+    all [...] of one shape, mask broadcast to it."""
     ratios = th.exp(log_pi - old_log_pi)
+    if max_ratio is not None:
+        ratios = ratios.clamp(0.0, max_ratio)
     surrogate = th.min(ratios * advantages, th.clamp(ratios, 1 - eps_clip, 1 + eps_clip) * advantages)
     return -masked_mean(surrogate, mask)
 

@@ -1,5 +1,21 @@
-"""Running mean and variance of a stream of tensors (EPyMARL's standardise_rewards / standardise_returns)."""
+"""Running mean and variance of a stream of tensors (EPyMARL's standardise_rewards / standardise_returns, and
+benellis3/mappo's input normalisation: RunningNormaliser)."""
 import torch as th
+import torch.nn as nn
+
+NORMALISER_EPSILON = 1e-6  # benellis3/mappo's: x is divided by sqrt(var + 1e-6)
+
+
+def merged_moments(mean: th.Tensor, var: th.Tensor, count: float, values: th.Tensor) -> tuple:
+    """(mean, var, count) after merging `values` [..., size] (each leading index one sample) into the running
+    mean and (population) variance of `count` samples, with the parallel-variance formula (Chan et al.);
+    the batch's own variance is the unbiased one (torch's default), as in EPyMARL and benellis3/mappo."""
+    samples = values.reshape(-1, values.shape[-1])  # [n, size]
+    batch_mean, batch_var, batch_count = samples.mean(0), samples.var(0), samples.shape[0]
+    delta = batch_mean - mean
+    total = count + batch_count
+    merged_var = (var * count + batch_var * batch_count + delta.square() * count * batch_count / total) / total
+    return mean + delta * batch_count / total, merged_var, total
 
 
 class RunningMeanStd:
@@ -13,16 +29,8 @@ class RunningMeanStd:
         self.count = epsilon
 
     def update(self, values: th.Tensor) -> None:
-        """Merge `values` [..., shape]: each leading index is one sample. The batch's own variance is
-        the unbiased one (torch's default), as in EPyMARL."""
-        samples = values.reshape(-1, values.shape[-1])  # [n, shape]
-        batch_mean, batch_var, batch_count = samples.mean(0), samples.var(0), samples.shape[0]
-        delta = batch_mean - self.mean
-        total = self.count + batch_count
-        self.mean = self.mean + delta * batch_count / total
-        self.var = (self.var * self.count + batch_var * batch_count
-                    + delta.square() * self.count * batch_count / total) / total
-        self.count = total
+        """Merge `values` [..., shape]: each leading index is one sample (merged_moments)."""
+        self.mean, self.var, self.count = merged_moments(self.mean, self.var, self.count, values)
 
     def to(self, device) -> "RunningMeanStd":
         self.mean, self.var = self.mean.to(device), self.var.to(device)
@@ -34,6 +42,35 @@ class RunningMeanStd:
     def load_state_dict(self, state: dict) -> None:
         device = self.mean.device
         self.mean, self.var, self.count = state["mean"].to(device), state["var"].to(device), state["count"]
+
+
+class RunningNormaliser(nn.Module):
+    """benellis3/mappo's running normalisation of the agents' observations and of the state
+    (src/components/running_mean_std.py; applied in its controllers/basic_controller.py and
+    learners/trust_region_learner.py): x -> (x - mean) / sqrt(var + 1e-6) per entry of the last dimension,
+    with RunningMeanStd's statistics (mean 0, variance 1 and a weight of 1e-4 samples at the start). They are
+    buffers, so that they are saved in the module's state_dict and follow it to the GPU."""
+
+    def __init__(self, size: int, epsilon: float = 1e-4):
+        super().__init__()
+        self.register_buffer("mean", th.zeros(size))
+        self.register_buffer("var", th.ones(size))
+        self.register_buffer("count", th.tensor(epsilon, dtype=th.float64))
+
+    @th.no_grad()
+    def update(self, values: th.Tensor) -> None:
+        """Merge the samples `values` [n, size] (merged_moments). Fewer than two leave the statistics as they
+        are: their unbiased variance is undefined."""
+        if values.shape[0] < 2:
+            return
+        mean, var, count = merged_moments(self.mean, self.var, self.count.item(), values.float())
+        self.mean.copy_(mean)
+        self.var.copy_(var)
+        self.count.fill_(count)
+
+    def forward(self, values: th.Tensor) -> th.Tensor:
+        """values [..., size] normalised by the running statistics."""
+        return (values - self.mean) / th.sqrt(self.var + NORMALISER_EPSILON)
 
 
 class Standardisation:

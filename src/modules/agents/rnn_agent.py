@@ -48,20 +48,40 @@ class RNNAgent(nn.Module):
         h = self.rnn(x, hidden_state).view(*leading, -1)  # [..., hidden]
         return self._head(h, inputs), h  # [..., n_actions], [..., hidden]
 
-    def forward_sequence(self, inputs: th.Tensor, hidden_state: th.Tensor | None = None) -> th.Tensor:
+    def forward_sequence(self, inputs: th.Tensor, hidden_state: th.Tensor | None = None,
+                         detach_every: int | None = None) -> th.Tensor:
         """inputs [bs, T, n_agents, input], hidden_state [bs, n_agents, hidden] before step 0
         (None = zeros) → q [bs, T, n_agents, n_actions]: what T calls of forward would give. The
         steps are processed time-major: inputs laid out so in memory are read in place, and q is a
         view of a time-major tensor. Under autocast the GRU's matmuls run in autocast's dtype, its
-        gates and memory in the cell's."""
+        gates and memory in the cell's. With `detach_every` the gradients are truncated (the same
+        values; see _truncated_memory)."""
         bs, _, n_agents, _ = inputs.shape
         if hidden_state is not None:
             hidden_state = hidden_state.reshape(bs * n_agents, self.hidden_dim)  # [bs*n_agents, hidden]
         x = self._sequence_features(inputs)  # [T, bs*n_agents, hidden]
         if not self.recurrent:
             return self._sequence_q(F.relu(self.rnn(x)), inputs)
-        h = gru_sequence(self.rnn, x, hidden_state, autocast_dtype(inputs.device))  # [T, bs*n_agents, hidden]
+        dtype = autocast_dtype(inputs.device)
+        if detach_every is None:
+            h = gru_sequence(self.rnn, x, hidden_state, dtype)  # [T, bs*n_agents, hidden]
+        else:
+            h = self._truncated_memory(x, hidden_state, detach_every, dtype)
         return self._sequence_q(h, inputs)
+
+    def _truncated_memory(self, x: th.Tensor, h0: th.Tensor | None, detach_every: int,
+                          dtype: th.dtype | None) -> th.Tensor:
+        """Truncated backpropagation through time, as benellis3/mappo's agent and critic detach their memory
+        at every step t with t % detach_every == 0 (its controllers/basic_controller.py and
+        modules/critics/centralV_rnn_critic.py): the GRU runs over chunks of detach_every steps, each from the
+        memory the previous one ended with, detached, so no gradient crosses a chunk boundary.
+        x [T, rows, hidden] -> the memory after each step [T, rows, hidden]."""
+        memories = []
+        for start in range(0, x.shape[0], detach_every):
+            h0 = None if h0 is None else h0.detach()
+            memories.append(gru_sequence(self.rnn, x[start:start + detach_every], h0, dtype))  # [chunk, rows, hidden]
+            h0 = memories[-1][-1]  # [rows, hidden]
+        return th.cat(memories)
 
     def forward_sequence_pair(self, other: "RNNAgent", inputs: th.Tensor, with_memory: bool = False) -> tuple:
         """forward_sequence of this agent (with gradients) and of `other`, an agent of the same
