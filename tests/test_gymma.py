@@ -267,9 +267,12 @@ def test_a_pretrained_wrapper_trains_from_the_command_line(tmp_path):
     assert config["env_args"]["pretrained_wrapper"] == "FrozenTag"
 
 
-@pytest.mark.parametrize("key", [LBF, RWARE, SPREAD, BALANCE])
+@pytest.mark.parametrize("key", [LBF, pytest.param(RWARE, marks=pytest.mark.slow),
+                                 pytest.param(SPREAD, marks=pytest.mark.slow), BALANCE])
 def test_qmix_trains_on_each_family_from_the_command_line(tmp_path, key):
-    """In env workers (auto steps these tasks in the main process, as the README commands' test does)."""
+    """In env workers (auto steps these tasks in the main process, as the README commands' test does, every
+    family). The workers' path is the same for every family: LBF and VMAS (torch in the workers) by default,
+    RWARE and MPE in the slow set."""
     proc = run_main("--config=qmix", "--env-config=gymma", "with", f"env_args.key={key}", "env_args.time_limit=25",
                     "t_max=120", "batch_size_run=2", "buffer_size=8", "batch_size=4", "test_nepisode=2",
                     "test_interval=50", "log_interval=50", "env_processes=workers", f"local_results_path={tmp_path}")

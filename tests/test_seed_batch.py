@@ -197,7 +197,7 @@ def resume_the_batch(results) -> None:
 def test_a_killed_env_worker_of_one_seed_is_restarted_and_every_seed_completes(tmp_path):
     """Env workers belong to their seed's runner: one killed worker is restarted (its episode batch played
     again) as in a single run, and both seeds' runs complete with their records."""
-    proc, log_path = start_batch(tmp_path, "t_max=6000", "batch_size_run=2", "env_processes=workers")
+    proc, log_path = start_batch(tmp_path, "t_max=3000", "batch_size_run=2", "env_processes=workers")
     try:
         forkserver = next(child for child in psutil.Process(proc.pid).children()
                           if "forkserver" in " ".join(child.cmdline()))
