@@ -205,6 +205,14 @@ def test_the_actor_lr_falls_linearly_to_zero_and_the_critics_stays():
     assert logger.stats["critic_lr"] == [(t_max // 2, 0.001)]
 
 
+def test_lr_anneal_time_keeps_the_papers_schedule_in_a_shorter_run():
+    """The paper anneals over its 10.05M steps: a 1M-step run of its schedule ends at 0.9 of the lr, not at 0."""
+    learner, _ = mappo_learner()
+    learner.args.lr_anneal_time = 10_050_000
+    assert learner.annealed_lr(1_005_000) == pytest.approx(0.0005 * 0.9)
+    assert learner.annealed_lr(10_050_000) == 0.0
+
+
 # --- the running normalisation ----------------------------------------------------------------------
 
 def running_by_hand(batches: list, count: float = 1e-4) -> tuple:

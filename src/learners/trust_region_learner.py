@@ -18,7 +18,8 @@ team reward r_t; "valid" steps: the filled transitions up to the terminal one):
 5. mini_epochs_critic Adam steps of the critic (critic_lr) on the whole batch:
        critic_loss = 0.5 mean over valid (t, i) of (V_i(t) - G_i(t))^2
 6. A = GAE advantages of the updated critic's values, normalised over the living agents' valid steps.
-7. mini_epochs_actor Adam steps of the actor (lr annealed linearly to 0: lr (1 - t_env / t_max)):
+7. mini_epochs_actor Adam steps of the actor (lr annealed linearly to 0: lr (1 - t_env / lr_anneal_time), t_max
+   without lr_anneal_time):
        rho = clamp(pi(u) / pi_old(u), 0, 16)
        actor_loss = -mean over living valid (t, i) of min(rho A, clip(rho, 1 - eps_clip, 1 + eps_clip) A)
                     - entropy_coef * mean over living valid (t, i) of the entropy of pi
@@ -103,8 +104,10 @@ class TrustRegionLearner(PolicyLearner):
             raise ValueError(f"agent_output_type={mac.agent_output_type!r}: {args.learner} needs 'pi_logits'")
 
     def annealed_lr(self, t_env: int) -> float:
-        """The actor's learning rate at t_env: lr falling linearly to 0 at t_max (and staying there)."""
-        return self.args.lr * max(0.0, 1.0 - t_env / self.args.t_max)
+        """The actor's learning rate at t_env: lr falling linearly to 0 at lr_anneal_time (null: t_max; benellis3/mappo
+        anneals over its t_max, so a shorter run of its schedule sets lr_anneal_time to that t_max), then 0."""
+        anneal_time = self.args.lr_anneal_time or self.args.t_max
+        return self.args.lr * max(0.0, 1.0 - t_env / anneal_time)
 
     def train(self, batch: EpisodeBatch, t_env: int, episode_num: int, per_weight: th.Tensor | None = None) -> dict:
         """The critic's steps, then the actor's; per_weight (prioritized replay) is refused at construction."""

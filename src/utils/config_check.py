@@ -51,7 +51,8 @@ _KEY_KINDS = {"seed": int, "name": str, "accumulated_episodes": int,
               "agent_own_state_size": (bool, int),  # True: from the env's state layout (Qatten), or a size
               "cg_edges": (int, list, str), "cg_utilities_hidden_dim": (int, list), "cg_payoffs_hidden_dim": (int, list),
               "cg_payoff_rank": int,  # PAC-DCG's graph: a name, a number of edges or the edges; widths
-              "detach_every": int}  # trust_region_learner's truncated backpropagation (null: none)
+              "detach_every": int,  # trust_region_learner's truncated backpropagation (null: none)
+              "lr_anneal_time": int}  # trust_region_learner's actor lr schedule (null: t_max)
 
 # The meaningful range of numeric settings: key -> (lowest, highest); None = unbounded. Checked on the
 # merged config (YAML files and command line) before the run starts.
@@ -61,7 +62,8 @@ RANGES = {
         "runner_log_interval", "learner_log_interval", "save_model_interval", "target_update_interval",
         "env_worker_max_failures", "rnn_hidden_dim", "mixing_embed_dim", "hypernet_embed", "epsilon_anneal_time",
         "accumulated_episodes", "mini_epochs", "lica_mixing_embed_dim", "hypernet_embed_dim", "off_buffer_size",
-        "off_batch_size", "step", "critic_hidden_dim", "mini_epochs_critic", "mini_epochs_actor", "detach_every")},
+        "off_batch_size", "step", "critic_hidden_dim", "mini_epochs_critic", "mini_epochs_actor", "detach_every",
+        "lr_anneal_time")},
     **{key: (0.0, 1.0) for key in ("gamma", "td_lambda", "gae_lambda", "tb_lambda", "lambd", "epsilon_start",
                                    "epsilon_finish", "test_noise", "per_beta", "optim_alpha")},
     **{key: (0, None) for key in ("load_step", "learner_threads", "weight_decay", "per_alpha", "entropy", "critic_coef",
