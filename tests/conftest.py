@@ -23,6 +23,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.hookimpl(optionalhook=True)  # (without xdist, e.g. -p no:xdist, the hook does not exist)
 def pytest_xdist_make_scheduler(config, log):
     """With -n: xdist's load scheduling, except that the tests of a module with a module-scoped fixture (a
     sweep, a seed batch, a training run it builds once) go to one worker; split between two workers, each
