@@ -42,7 +42,7 @@ def pytest_xdist_make_scheduler(config, log):
 @functools.cache
 def has_a_module_fixture(module_path: str) -> bool:
     """Whether the test module at `module_path` (relative to the repository) defines a module-scoped fixture."""
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), module_path)
+    path = os.path.join(os.path.dirname(SRC), module_path)
     return os.path.isfile(path) and 'scope="module"' in open(path).read()
 
 

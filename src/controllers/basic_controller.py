@@ -89,7 +89,7 @@ class BasicMAC:
         """What the action selector sees at step t: the forward outputs [bs, n_agents, n_actions], or for
         a selector that samples from logits (gumbel) the masked policy logits."""
         if self.selector_takes_logits:
-            return self._masked_logits(self._agent_step(ep_batch, t, test_mode), ep_batch["avail_actions"][:, t])
+            return self.masked_logits(self._agent_step(ep_batch, t, test_mode), ep_batch["avail_actions"][:, t])
         return self.forward(ep_batch, t, test_mode=test_mode)
 
     def forward(self, ep_batch: EpisodeBatch, t: int, test_mode: bool = False) -> th.Tensor:
@@ -136,9 +136,9 @@ class BasicMAC:
         """Policies from raw agent outputs (pi_logits), else the outputs unchanged; any leading dims."""
         if self.agent_output_type != "pi_logits":
             return agent_outs
-        return th.softmax(self._masked_logits(agent_outs, avail_actions), dim=-1)
+        return th.softmax(self.masked_logits(agent_outs, avail_actions), dim=-1)
 
-    def _masked_logits(self, logits: th.Tensor, avail_actions: th.Tensor) -> th.Tensor:
+    def masked_logits(self, logits: th.Tensor, avail_actions: th.Tensor) -> th.Tensor:
         """Policy logits with -1e5 on unavailable actions (unless args.mask_before_softmax is False)."""
         if getattr(self.args, "mask_before_softmax", True):
             return logits.masked_fill(avail_actions == 0, -1e5)

@@ -65,13 +65,6 @@ def living_agents(avail_actions: th.Tensor) -> th.Tensor:
     return avail_actions[..., 1:].any(dim=-1)
 
 
-def masked_log_policies(logits: th.Tensor, avail_actions: th.Tensor) -> th.Tensor:
-    """log pi [..., n_actions]: the log-softmax of logits [..., n_actions] over the available actions (the
-    others get the lowest float, so probability 0); a step with no available action (padding) gets the
-    uniform policy."""
-    return th.log_softmax(logits.masked_fill(avail_actions == 0, th.finfo(logits.dtype).min), dim=-1)
-
-
 class TrustRegionLearner(PolicyLearner):
     """Trains ``mac`` (a recurrent policy: agent_output_type pi_logits) and the critic critic_type."""
 
@@ -143,7 +136,7 @@ class TrustRegionLearner(PolicyLearner):
         """log pi [bs, T, n_agents, n_actions] of the actor's inputs [bs, T, n_agents, input], from zero memory,
         with truncated backpropagation every detach_every steps."""
         logits = self.mac.agent.forward_sequence(inputs, detach_every=self.args.detach_every)  # [bs, T, n, A]
-        return masked_log_policies(logits, avail_actions)
+        return th.log_softmax(self.mac.masked_logits(logits, avail_actions), dim=-1)
 
     def _gae(self, values: th.Tensor, data: Transitions) -> tuple[th.Tensor, th.Tensor]:
         """GAE advantages and targets [bs, T-1, n_agents] of the critic's values [bs, T, n_agents]."""
