@@ -23,6 +23,7 @@ machine only ever slow a measurement down). A revision from before SMACv2's scen
 """
 import argparse
 import datetime
+import importlib
 import json
 import os
 import subprocess
@@ -38,8 +39,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_MAPS = ("3m", "corridor", "27m_vs_30m")
 SMACV2_PRESET = ("3m", "corridor") + tuple(f"{race}_{size}" for race in ("protoss", "terran", "zerg")
                                           for size in ("5_vs_5", "10_vs_10", "20_vs_20", "20_vs_23"))
-# The module that plays SMACv2's scenarios by name: a --baseline tree without it cannot measure them.
-SCENARIO_MODULE = os.path.join("envs", "starcraft", "smacv2_configs.py")
+# The module that plays SMACv2's scenarios by name, after and before the package's split into layers: a
+# --baseline tree without it cannot measure them.
+SCENARIO_MODULES = (os.path.join("envs", "starcraft", "interface", "smacv2_configs.py"),
+                    os.path.join("envs", "starcraft", "smacv2_configs.py"))
+
+
+def starcraft_module(name: str):
+    """envs.starcraft's module `name` in the src/ first on sys.path: its path after the split into layers
+    (game/, interface/), else the one before (a --baseline tree of an older revision)."""
+    for path in (f"envs.starcraft.game.{name}", f"envs.starcraft.interface.{name}", f"envs.starcraft.{name}"):
+        try:
+            return importlib.import_module(path)
+        except ModuleNotFoundError:
+            continue
+    raise ModuleNotFoundError(f"envs.starcraft has no module {name!r}")
 
 
 def random_actions(env, rng: np.random.Generator) -> list[int]:
@@ -52,15 +66,11 @@ def random_actions(env, rng: np.random.Generator) -> list[int]:
 def make_env(map_name: str, seed: int):
     """The built-in simulator's env for a SMAC map or a SMACv2 scenario (its file's env_args), from
     the src/ first on sys.path."""
-    from envs.starcraft.game.maps import MAP_REGISTRY
+    from envs.starcraft import REGISTRY, StarCraft2Env  # (the package's names in every revision)
 
-    if map_name in MAP_REGISTRY:
-        from envs.starcraft.interface.starcraft2 import StarCraft2Env
-
+    if map_name in REGISTRY:
         return StarCraft2Env(map_name=map_name, seed=seed, backend="builtin")
-    from envs.starcraft.interface.smacv2_configs import scenario_env
-
-    return scenario_env(map_name, seed=seed, backend="builtin")
+    return starcraft_module("smacv2_configs").scenario_env(map_name, seed=seed, backend="builtin")
 
 
 def bench_map(map_name: str, steps: int, seed: int) -> dict[str, float]:
@@ -108,18 +118,15 @@ def _best(a: dict | None, b: dict) -> dict:
 
 def unknown_maps(maps: list[str]) -> list[str]:
     """The names in `maps` that are neither a SMAC map nor a SMACv2 scenario of this tree."""
-    from envs.starcraft.game.maps import MAP_REGISTRY, SMACV2_SCENARIOS
-
-    return [m for m in maps if m not in MAP_REGISTRY and m not in SMACV2_SCENARIOS]
+    maps_module = starcraft_module("maps")
+    return [m for m in maps if m not in maps_module.MAP_REGISTRY and m not in maps_module.SMACV2_SCENARIOS]
 
 
 def baseline_lacks_smacv2(other: str | None, maps: list[str]) -> list[str]:
     """The SMACv2 scenarios among `maps` that the baseline src/ tree `other` cannot play."""
-    from envs.starcraft.game.maps import SMACV2_SCENARIOS
-
-    if other is None or os.path.exists(os.path.join(other, SCENARIO_MODULE)):
+    if other is None or any(os.path.exists(os.path.join(other, module)) for module in SCENARIO_MODULES):
         return []
-    return [m for m in maps if m in SMACV2_SCENARIOS]
+    return [m for m in maps if m in starcraft_module("maps").SMACV2_SCENARIOS]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -156,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     other = unpack_src(args.baseline) if args.baseline else None
     not_in_baseline = baseline_lacks_smacv2(other, args.maps)
     if not_in_baseline:
-        print(f"baseline {args.baseline} predates SMACv2's scenarios by name ({SCENARIO_MODULE}): "
+        print(f"baseline {args.baseline} predates SMACv2's scenarios by name (no {' or '.join(SCENARIO_MODULES)}): "
               f"{', '.join(not_in_baseline)} measured on this tree only")
     header = f"{'map':<18}{'steps':>7}{'episodes':>10}{'seconds':>9}{'runner steps/s':>16}{'step() only':>13}"
     if other:

@@ -29,7 +29,7 @@ POLICIES = ("random", "heuristic")
 def trajectory(map_name: str, policy: str, steps: int, seed: int) -> np.ndarray:
     """The units' state after each of `steps` env steps (episodes that end are reset)
     -> float [steps, 6 * units]: x, y, health, shield, weapon cooldown, target."""
-    from envs.starcraft.interface.starcraft2 import StarCraft2Env  # from the src/ first on sys.path
+    from envs.starcraft import StarCraft2Env  # from the src/ first on sys.path (the package's name in every revision)
 
     env = StarCraft2Env(map_name=map_name, seed=seed, backend="builtin",
                         heuristic_ai=policy == "heuristic")

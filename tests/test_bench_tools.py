@@ -96,7 +96,7 @@ def test_bench_measures_a_scenario_and_a_baseline_without_smacv2_is_skipped_for_
     old_src = tmp_path / "src"
     (old_src / "envs" / "starcraft").mkdir(parents=True)
     assert bench_env.baseline_lacks_smacv2(str(old_src), ["3m", "zerg_20_vs_23"]) == ["zerg_20_vs_23"]
-    (old_src / bench_env.SCENARIO_MODULE).write_text("")
+    (old_src / bench_env.SCENARIO_MODULES[1]).write_text("")  # the module's path before the split into layers
     assert bench_env.baseline_lacks_smacv2(str(old_src), ["3m", "zerg_20_vs_23"]) == []
     assert bench_env.table_line("zerg_20_vs_23", 40, figures, None, True).split()[-4:] == ["-"] * 4
     bench_env.main(["--maps", "terran_5_vs_5", "--steps", "10"])
