@@ -6,6 +6,8 @@ modules together); only `if TYPE_CHECKING:` blocks are left out, since they neve
 """
 import ast
 import os
+import subprocess
+import sys
 
 from conftest import SRC
 
@@ -145,3 +147,20 @@ def test_the_pre_split_path_of_the_ahead_of_time_compile_still_works():
     from envs.starcraft.interface.warmup import compile_builtin_loops
 
     assert old_path is compile_builtin_loops
+
+
+def test_importing_a_layer_loads_no_layer_above_it():
+    """What the import lines cannot show: Python runs every parent package's __init__ first, so an eager
+    import in envs/starcraft/__init__.py would pull the interface into every import of the game. Checked in
+    a fresh interpreter, layer by layer from the bottom."""
+    known = module_files()
+    script = ["import importlib, sys", "loaded = []"]
+    for rank in reversed(range(len(LAYERS))):
+        above = LAYERS[:rank]
+        for module in sorted(name for name in known if _layer(name) == rank):
+            script.append(f"importlib.import_module({module!r})")
+        script.append(f"loaded += [m for m in sys.modules if m.startswith({above!r})] if {above!r} else []")
+    script.append("print(sorted(set(loaded)))")
+    result = subprocess.run([sys.executable, "-c", "\n".join(script)], cwd=SRC, capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.strip() == "[]"

@@ -9,7 +9,20 @@ below it (docs/how_it_works.md, "The StarCraft package in three layers"):
 
 render.py on top is the command line that writes a scripted battle's replay.
 """
-from .game.maps import MAP_REGISTRY as REGISTRY
-from .interface.starcraft2 import StarCraft2Env
+from importlib import import_module
+
+# The two names the package has always offered, looked up on first use rather than imported here: importing a
+# lower layer (envs.starcraft.game.engine, say) runs this file first, and an eager import would pull the
+# interface, and with it everything above the game, into every such import.
+_LAZY = {"REGISTRY": (".game.maps", "MAP_REGISTRY"), "StarCraft2Env": (".interface.starcraft2", "StarCraft2Env")}
 
 __all__ = ["REGISTRY", "StarCraft2Env"]
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attribute = _LAZY[name]
+    value = getattr(import_module(module, __name__), attribute)
+    globals()[name] = value
+    return value

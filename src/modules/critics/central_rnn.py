@@ -18,7 +18,7 @@ from components.episode_buffer import EpisodeBatch
 from modules.agents.rnn_agent import RNNAgent
 from utils.running_stats import RunningNormaliser
 
-from .state_value import _size
+from .state_value import scheme_size
 
 
 class CentralVRNNCritic(nn.Module):
@@ -27,8 +27,8 @@ class CentralVRNNCritic(nn.Module):
         self.n_agents = args.n_agents
         self.with_id = args.obs_agent_id
         self.detach_every = args.detach_every
-        state_size = _size(scheme, "state")
-        input_size = state_size + _size(scheme, "obs") + self.with_id * self.n_agents
+        state_size = scheme_size(scheme, "state")
+        input_size = state_size + scheme_size(scheme, "obs") + self.with_id * self.n_agents
         self.network = RNNAgent(input_size, SimpleNamespace(**{**vars(args), "n_actions": 1}))
         self.state_normaliser = RunningNormaliser(state_size) if args.normalise_obs else None
 

@@ -25,7 +25,8 @@ from utils.th_utils import one_hot, previous_steps
 from .coma import others_mask
 
 
-def _size(scheme: dict, key: str) -> int:
+def scheme_size(scheme: dict, key: str) -> int:
+    """How many numbers one entry of `key` holds: its vshape flattened (the critics' input widths)."""
     return int(np.prod(scheme[key]["vshape"]))
 
 
@@ -90,7 +91,7 @@ class StateValueCritic(nn.Module):
 
 class ACCritic(StateValueCritic):
     def __init__(self, scheme: dict, args: SimpleNamespace, per_agent: bool = False):
-        super().__init__(_size(scheme, "obs"), args, per_agent)
+        super().__init__(scheme_size(scheme, "obs"), args, per_agent)
 
     def _parts(self, batch: EpisodeBatch, bs: int, steps: int) -> list:
         return [batch["obs"].reshape(bs, steps, self.n_agents, -1)]  # [bs, T, n, obs]
@@ -101,7 +102,7 @@ class CentralVCritic(StateValueCritic):
                  out_dim: int = 1, with_id: bool = True):
         """extra_inputs: the width of what a subclass joins to these inputs (PAC's other agents' actions)."""
         n = args.n_agents
-        input_dim = (_size(scheme, "state") + args.obs_individual_obs * n * _size(scheme, "obs")
+        input_dim = (scheme_size(scheme, "state") + args.obs_individual_obs * n * scheme_size(scheme, "obs")
                      + args.obs_last_action * n * args.n_actions)
         super().__init__(input_dim + extra_inputs, args, per_agent, out_dim, with_id)
 
@@ -138,7 +139,7 @@ class MADDPGCritic(StateValueCritic):
     own gradients. With `per_agent` (``maddpg_critic_ns``) every agent its own network, without the id."""
 
     def __init__(self, scheme: dict, args: SimpleNamespace, per_agent: bool = False):
-        input_dim = (_size(scheme, "state") + args.obs_individual_obs * _size(scheme, "obs")
+        input_dim = (scheme_size(scheme, "state") + args.obs_individual_obs * scheme_size(scheme, "obs")
                      + args.obs_last_action * args.n_actions + args.n_agents * args.n_actions)
         super().__init__(input_dim, args, per_agent, with_id=args.obs_agent_id)
 
@@ -174,7 +175,7 @@ class EPyMARLCOMACritic(StateValueCritic):
 
     def __init__(self, scheme: dict, args: SimpleNamespace, per_agent: bool = False):
         n, n_actions = args.n_agents, args.n_actions
-        input_dim = (_size(scheme, "state") + args.obs_individual_obs * _size(scheme, "obs")
+        input_dim = (scheme_size(scheme, "state") + args.obs_individual_obs * scheme_size(scheme, "obs")
                      + (1 + args.obs_last_action) * n * n_actions)
         super().__init__(input_dim, args, per_agent, out_dim=n_actions, with_id=args.obs_agent_id)
 
