@@ -11,6 +11,8 @@ render.py on top is the command line that writes a scripted battle's replay.
 """
 from importlib import import_module
 
+from . import game  # noqa: F401  (Numba's logger quieted and its cache placed before anything compiles)
+
 # The two names the package has always offered, looked up on first use rather than imported here: importing a
 # lower layer (envs.starcraft.game.engine, say) runs this file first, and an eager import would pull the
 # interface, and with it everything above the game, into every such import.
