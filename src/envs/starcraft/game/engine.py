@@ -411,7 +411,9 @@ class BuiltinEngine:
         self._tie = 1e-6 * np.sign(self._idx[:, None] - self._idx[None, :]).astype(np.complex128)
         # The pairs that can collide, each once (i < j, row-major as np.nonzero lists them): the
         # solver measures gaps on these [P] instead of on the whole [n, n] matrix.
-        self._pair_a, self._pair_b = np.nonzero(np.triu(np.isfinite(rsum), 1))
+        # (np.nonzero's index arrays are strided views, contiguous or not by their length: made contiguous, so
+        # that the collision loop has one compiled layout)
+        self._pair_a, self._pair_b = map(np.ascontiguousarray, np.nonzero(np.triu(np.isfinite(rsum), 1)))
         self._pair_tie = self._tie[self._pair_a, self._pair_b]
 
     def _build_enemy_tables(self, stats: list[us.UnitStats]) -> None:
@@ -426,13 +428,15 @@ class BuiltinEngine:
             self._hunt_allowed[list(order.targets)] = True
         # SMACv2's trigger: attack orders every _trigger_period loops (0: none), to enemies without one.
         self._trigger_period = order.period if order.kind == "attack_nearest" else 0
-        self._ea_attack = ea_attack
+        # The [enemies, allies] tables contiguous (a slice, a transpose's product): the compiled targeting loops
+        # are specialised on memory layout, which for these views would depend on the number of units.
+        self._ea_attack = np.ascontiguousarray(ea_attack)
         self._ea_edge = self._radius[na:, None] + self._radius[None, :na]
         # Automatic targeting classes [L "Automatic Targeting"]: an ally is a threat to enemy e
         # when its weapon can hit e or it always threatens (Medivac); then its ATP.
         threat = self._can_attack[:na, na:].T | np.array([s.always_threatens for s in stats[:na]])[None, :]
         priority = np.array([s.priority for s in stats[:na]], dtype=np.float64)
-        self._ea_class = _THREAT_CLASS * threat + priority[None, :]     # [enemies, allies]
+        self._ea_class = np.ascontiguousarray(_THREAT_CLASS * threat + priority[None, :])  # [enemies, allies]
         self._enemy_armed = np.array([s.has_weapon for s in stats[na:]], dtype=bool)
         self._enemy_healers = self._healers[self._healers >= na]
         self._e_rows = np.arange(self.n_enemies)
@@ -606,8 +610,10 @@ class BuiltinEngine:
     # ------------------------------------------------------------------ step
     def step(self, kind: np.ndarray, tx: np.ndarray, ty: np.ndarray, target: np.ndarray) -> Units:
         """Issue one order per ally (engine ally order), then advance step_mul game loops."""
-        self._issue(np.asarray(kind, dtype=np.int64), np.asarray(tx, dtype=np.float64),
-                    np.asarray(ty, dtype=np.float64), np.asarray(target, dtype=np.int64))
+        # Contiguous whatever the caller passed (the env passes columns of one array): the compiled loops are
+        # specialised on memory layout, and a second layout would compile them all again (about 10 s).
+        self._issue(np.ascontiguousarray(kind, dtype=np.int64), np.ascontiguousarray(tx, dtype=np.float64),
+                    np.ascontiguousarray(ty, dtype=np.float64), np.ascontiguousarray(target, dtype=np.int64))
         self.last_attacks = []
         for _ in range(self.step_mul // self._tick_loops):
             self._tick(self._tick_loops)
