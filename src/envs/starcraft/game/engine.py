@@ -770,8 +770,8 @@ class BuiltinEngine:
 
         The grids carry a border of blocked cells wide enough for one tick of movement, so
         positions just outside the map need no clipping (far outside: the border)."""
-        if grid.shape != p.shape:
-            grid = np.broadcast_to(grid, p.shape)
+        if grid.shape != p.shape:  # (a copy: a broadcast view is read-only, which the compiled loop would
+            grid = np.broadcast_to(grid, p.shape).copy()  # take as a second type to compile for)
         ok = collisions.walkable_points(self._padded, _BORDER, grid.ravel(), p.ravel())
         return ok.reshape(p.shape)
 
