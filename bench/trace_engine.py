@@ -19,7 +19,7 @@ import tempfile
 
 import numpy as np
 
-from bench_env import ROOT, random_actions, unpack_src
+from bench_env import ROOT, random_actions, starcraft_module, unpack_src
 
 DEFAULT_MAPS = ("3m", "corridor", "so_many_baneling", "2c_vs_64zg", "27m_vs_30m", "2s3z", "MMM2",
                 "bane_vs_bane", "6h_vs_8z", "3s5z_vs_3s6z")
@@ -27,12 +27,16 @@ POLICIES = ("random", "heuristic")
 
 
 def trajectory(map_name: str, policy: str, steps: int, seed: int) -> np.ndarray:
-    """The units' state after each of `steps` env steps (episodes that end are reset)
+    """The units' state after each of `steps` env steps on a SMAC map or a SMACv2 scenario (episodes that end
+    are reset)
     -> float [steps, 6 * units]: x, y, health, shield, weapon cooldown, target."""
-    from envs.starcraft import StarCraft2Env  # from the src/ first on sys.path (the package's name in every revision)
+    from envs.starcraft import REGISTRY, StarCraft2Env  # from the src/ first on sys.path (names of every revision)
 
-    env = StarCraft2Env(map_name=map_name, seed=seed, backend="builtin",
-                        heuristic_ai=policy == "heuristic")
+    settings = dict(seed=seed, backend="builtin", heuristic_ai=policy == "heuristic")
+    if map_name in REGISTRY:
+        env = StarCraft2Env(map_name=map_name, **settings)
+    else:  # a SMACv2 scenario by name (its file's env_args)
+        env = starcraft_module("smacv2_configs").scenario_env(map_name, **settings)
     rng = np.random.default_rng(seed)
     env.reset()
     rows = []
