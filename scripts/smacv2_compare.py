@@ -31,7 +31,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results_table import check_one_setting, seed_groups  # noqa: E402
-from utils.run_index import first_at_or_after, run_folders  # noqa: E402  (results_table puts src/ on the path)
+# (results_table puts src/ on the path)
+from utils.run_index import first_at_or_after, rounded_test_nepisode, run_folders  # noqa: E402
 
 # marlkit's preset names (config `name`) -> SMACv2's names in the results file: QMIX as docs/smacv2.md runs it,
 # MAPPO as the paper ran it (mappo_smacv2; EPyMARL's `mappo` preset is another algorithm).
@@ -196,8 +197,9 @@ def observation_rule(config: dict) -> str:
     return PUBLISHED_RULE if published else CURRENT_RULE
 
 
-def our_curves(folders: list[str]) -> dict[tuple[str, str, str], tuple[list[str], list[Curve]]]:
-    """{(scenario, SMACv2's algorithm name, observation rule): (seeds, curves)} of marlkit's training runs;
+def our_curves(folders: list[str]) -> dict[tuple[str, str, str], tuple[list[str], list[Curve], int]]:
+    """{(scenario, SMACv2's algorithm name, observation rule): (seeds, curves, test episodes per test)} of
+    marlkit's training runs;
     ValueError where a group's runs differ in a setting or an algorithm has no SMACv2 name."""
     groups: dict[tuple[str, str, str], list[tuple[dict, dict]]] = {}
     for (scenario, name), runs in seed_groups(folders).items():
@@ -211,7 +213,9 @@ def our_curves(folders: list[str]) -> dict[tuple[str, str, str], tuple[list[str]
         check_one_setting([config for config, _ in runs], f"the {algorithm} runs on {scenario} ({rule})")
         curves = [(np.asarray(info.get(f"{WIN_RATE}_T", []), dtype=np.int64),
                    np.asarray(info.get(WIN_RATE, []), dtype=np.float64)) for _, info in runs]
-        found[(scenario, algorithm, rule)] = ([str(config.get("seed")) for config, _ in runs], curves)
+        setting = runs[0][0]  # (the group's runs share it)
+        episodes = rounded_test_nepisode(setting["test_nepisode"], setting["batch_size_run"])
+        found[(scenario, algorithm, rule)] = ([str(config.get("seed")) for config, _ in runs], curves, episodes)
     return found
 
 
@@ -232,10 +236,10 @@ def table(ours: dict, published: dict, at: list[int], window: tuple[int, int]) -
         for rule in (PUBLISHED_RULE, CURRENT_RULE):
             if (scenario, algorithm, rule) not in ours:
                 continue
-            seeds, curves = ours[(scenario, algorithm, rule)]
+            seeds, curves, episodes = ours[(scenario, algorithm, rule)]
             window_values = [window_mean(curve, start, end) for curve in curves]
             steps = " | ".join(cell([value_at(curve, step) for curve in curves]) for step in at)
-            lines.append(f"| {scenario} | {algorithm} | marlkit (96 test episodes) | {rule} | {', '.join(seeds)} | "
+            lines.append(f"| {scenario} | {algorithm} | marlkit ({episodes} test episodes) | {rule} | {', '.join(seeds)} | "
                          f"{steps} | {cell(window_values)} | {placement(window_values, game_window)} |")
     return lines
 

@@ -12,6 +12,7 @@ import pytest
 
 from main_runs import REPO
 from test_results_table import smacv2_run, write_run
+from utils.run_index import rounded_test_nepisode
 
 COMPARE = os.path.join(REPO, "scripts", "smacv2_compare.py")
 
@@ -86,8 +87,9 @@ def compare(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, COMPARE, *args], cwd=REPO, capture_output=True, text=True, timeout=60)
 
 
-def our_run(folder, seed: int, wins: list[float], rule_of_2023: bool) -> None:
+def our_run(folder, seed: int, wins: list[float], rule_of_2023: bool, test_nepisode: int = 100) -> None:
     config = smacv2_run("protoss_5_vs_5", seed, f"run{seed}{rule_of_2023}")
+    config.update(test_nepisode=test_nepisode, batch_size_run=8)
     config["env_args"].update(prob_obs_enemy=1.0, hide_only_unobserved_enemies=rule_of_2023)
     write_run(str(folder), config, {"test_battle_won_mean": wins, "test_battle_won_mean_T": [0, 500, 1000, 1500]})
 
@@ -98,9 +100,10 @@ def test_the_table_places_each_seed_against_the_games_range_under_each_observati
     # 500 to the first at or after 1000: seed A 0.2, 0.4 (0.3); seed B 0.5, 0.7 (0.6).
     write_published(pkl, {"protoss_5_vs_5": {"QMIX": [([10, 600, 1100], [0.0, 0.2, 0.4]),
                                                       ([10, 520, 1020, 1400], [0.1, 0.5, 0.7, 0.9])]}}, monkeypatch)
+    # marlkit's tests: test_nepisode rounded down to whole runs of 8 envs (100 -> 96; 32 -> 32).
     our_run(tmp_path / "runs" / "1", 1, [0.0, 0.2, 0.2, 0.9], True)    # window 0.2, 0.2: below [0.3, 0.6]
     our_run(tmp_path / "runs" / "2", 2, [0.0, 0.4, 0.6, 0.0], True)    # 0.5: inside
-    our_run(tmp_path / "runs" / "3", 3, [0.0, 0.8, 0.8, 0.0], False)   # 0.8: above, SMACv2's current rule
+    our_run(tmp_path / "runs" / "3", 3, [0.0, 0.8, 0.8, 0.0], False, 32)  # 0.8: above, SMACv2's current rule
     proc = compare(str(tmp_path / "runs"), "--published", pkl, "--at", "500", "--window", "500", "1000")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
@@ -111,7 +114,7 @@ def test_the_table_places_each_seed_against_the_games_range_under_each_observati
         "0.35 (0.20, 0.50) | 0.45 (0.30, 0.60) | |",
         "| protoss_5_vs_5 | QMIX | marlkit (96 test episodes) | SMACv2 of 2023-02 | 1, 2 | 0.30 (0.20, 0.40) | "
         "0.35 (0.20, 0.50) | 1 below, 1 inside [0.300, 0.600] |",
-        "| protoss_5_vs_5 | QMIX | marlkit (96 test episodes) | SMACv2's current (issue 50) | 3 | 0.80 (0.80) | "
+        "| protoss_5_vs_5 | QMIX | marlkit (32 test episodes) | SMACv2's current (issue 50) | 3 | 0.80 (0.80) | "
         "0.80 (0.80) | 1 above [0.300, 0.600] |"]
 
 
@@ -166,3 +169,9 @@ def test_smacv2s_own_file_reads_with_its_published_qmix_values(tmp_path):
     assert len(curves) == 15 and len(curves["protoss_5_vs_5"]["MAPPO"]) == 5
     protoss = [window_mean(curve, 800_000, 1_000_000) for curve in curves["protoss_5_vs_5"]["QMIX"]]
     assert protoss == pytest.approx([0.35, 0.3929, 0.3203], abs=5e-5)  # 32 episodes a test: multiples of 1/32
+
+
+@pytest.mark.parametrize("test_nepisode, batch_size_run, played", [(100, 8, 96), (32, 8, 32), (5, 8, 8), (20, 1, 20)])
+def test_the_test_episodes_are_test_nepisode_in_whole_parallel_runs(test_nepisode, batch_size_run, played):
+    """What the table's label counts, as run.py's args_sanity_check rounds it (PyMARL2's rule)."""
+    assert rounded_test_nepisode(test_nepisode, batch_size_run) == played

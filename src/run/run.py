@@ -38,7 +38,7 @@ from run.seed_batch import released, runs_to_come
 from runners import REGISTRY as r_REGISTRY
 from utils.allocator import keep_freed_memory
 from utils.logging import Logger
-from utils.run_index import TEST_METRICS, test_metric
+from utils.run_index import TEST_METRICS, rounded_test_nepisode, test_metric
 from utils.stop import StoppedWaiting, StopSignals
 from utils.threads import ThreadTuner
 from utils.timehelper import time_left, time_str
@@ -162,8 +162,7 @@ def args_sanity_check(config: dict, _log) -> dict:
     if config["use_cuda"] and not th.cuda.is_available():
         config["use_cuda"] = False
         _log.warning("CUDA flag use_cuda was switched OFF automatically because no CUDA devices are available!")
-    batch_size_run = config["batch_size_run"]
-    config["test_nepisode"] = max(batch_size_run, config["test_nepisode"] // batch_size_run * batch_size_run)
+    config["test_nepisode"] = rounded_test_nepisode(config["test_nepisode"], config["batch_size_run"])
     return config
 
 
@@ -378,7 +377,7 @@ def best_checkpoint(checkpoint_path: str) -> BestCheckpoint:
 def evaluate_absolute_metric(args: SimpleNamespace, learner, runner, logger: Logger) -> None:
     """Load the best checkpoint of args.checkpoint_path (best_checkpoint), test it greedily on ABSOLUTE_ROUNDS
     x test_nepisode episodes as one test round, and record what was picked under "absolute_metric" in this
-    evaluation run's info.json (the episodes themselves under test_episodes, their means as test_*_mean)."""
+    evaluation run's info.json (the episodes themselves under episodes_per_test, their means as test_*_mean)."""
     best = best_checkpoint(args.checkpoint_path)
     step = best.t_env
     folder = os.path.join(args.checkpoint_path, str(step))

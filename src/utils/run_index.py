@@ -87,11 +87,17 @@ SEED_BATCH_KEYS = ("seeds", "seed_batch", "seed_batch.id", "seed_batch.seeds", "
 # for a round in which not every episode did)}.
 # Kept in sacred only (TensorBoard has the means); about 12 bytes per test episode, so a 10M-step SMAC run that
 # tests 100 episodes every 50k steps adds 0.25 MB.
-EPISODE_RECORD = "test_episodes"
+EPISODE_RECORD = "episodes_per_test"
 
 # A run's test metric: the first of these it logged (the win rate where the env has one, else the return, or the
 # agents' summed return with per-agent rewards); the tables and the absolute metric's choice of checkpoint use it.
 TEST_METRICS = ("test_battle_won_mean", "test_return_mean", "test_total_return_mean")
+
+
+def rounded_test_nepisode(test_nepisode: int, batch_size_run: int) -> int:
+    """The greedy test episodes a run plays per test: test_nepisode rounded down to whole parallel runs of
+    batch_size_run episodes, at least one run (PyMARL2's args_sanity_check; 100 on 8 envs plays 96)."""
+    return max(batch_size_run, test_nepisode // batch_size_run * batch_size_run)
 
 
 def test_metric(info: dict) -> str | None:
