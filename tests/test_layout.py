@@ -149,6 +149,14 @@ def test_the_pre_split_path_of_the_ahead_of_time_compile_still_works():
     assert old_path is compile_builtin_loops
 
 
+def test_the_pre_split_backend_module_still_offers_every_name_of_the_new_one():
+    from envs.starcraft import backend as old_module
+    from envs.starcraft.interface import backend as new_module
+
+    names = [name for name in vars(new_module) if not name.startswith("__")]
+    assert [name for name in names if getattr(old_module, name) is not getattr(new_module, name)] == []
+
+
 def test_importing_a_layer_loads_no_layer_above_it():
     """What the import lines cannot show: Python runs every parent package's __init__ first, so an eager
     import in envs/starcraft/__init__.py would pull the interface into every import of the game. Checked in

@@ -5,7 +5,7 @@ below it (docs/how_it_works.md, "The StarCraft package in three layers"):
               the scenario configs), the choice of engine, replays;
 - sc2client/  the StarCraft II client: pysc2's protocol and the engine that plays the game through it;
 - game/       the built-in game: engine, combat, steering, collisions, orders, units, maps, scenarios and
-              teams, with no knowledge of SMAC.
+              teams; maps and armies are its data, SMAC's interface (observations, actions, rewards) is not.
 
 render.py on top is the command line that writes a scripted battle's replay.
 """
