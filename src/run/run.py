@@ -377,7 +377,7 @@ def best_checkpoint(checkpoint_path: str) -> BestCheckpoint:
 def evaluate_absolute_metric(args: SimpleNamespace, learner, runner, logger: Logger) -> None:
     """Load the best checkpoint of args.checkpoint_path (best_checkpoint), test it greedily on ABSOLUTE_ROUNDS
     x test_nepisode episodes as one test round, and record what was picked under "absolute_metric" in this
-    evaluation run's info.json (the episodes themselves under episodes_per_test, their means as test_*_mean)."""
+    evaluation run's info.json (the episodes themselves under test_episodes, their means as test_*_mean)."""
     best = best_checkpoint(args.checkpoint_path)
     step = best.t_env
     folder = os.path.join(args.checkpoint_path, str(step))

@@ -87,7 +87,7 @@ SEED_BATCH_KEYS = ("seeds", "seed_batch", "seed_batch.id", "seed_batch.seeds", "
 # for a round in which not every episode did)}.
 # Kept in sacred only (TensorBoard has the means); about 12 bytes per test episode, so a 10M-step SMAC run that
 # tests 100 episodes every 50k steps adds 0.25 MB.
-EPISODE_RECORD = "episodes_per_test"
+EPISODE_RECORD = "test_episodes"
 
 # A run's test metric: the first of these it logged (the win rate where the env has one, else the return, or the
 # agents' summed return with per-agent rewards); the tables and the absolute metric's choice of checkpoint use it.
