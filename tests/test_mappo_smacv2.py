@@ -325,7 +325,7 @@ def test_no_gradient_crosses_a_20_step_boundary(network):
 
 def test_runs_from_the_command_line_saves_and_evaluates(tmp_path):
     """On the small stag hunt (episodes up to 25 steps: the 20-step truncation applies), then the saved
-    checkpoint evaluated, its normalisation statistics loaded."""
+    checkpoint evaluated, its normalisation statistics loaded, and the run resumed from it."""
     common = ["--config=mappo_smacv2", "--env-config=small_stag_hunt", "with", "use_cuda=False",
               f"local_results_path={tmp_path}", "test_nepisode=8", "rnn_hidden_dim=16"]
     proc = run_main(*common, "t_max=250", "test_interval=200", "save_model=True",
@@ -339,6 +339,8 @@ def test_runs_from_the_command_line_saves_and_evaluates(tmp_path):
         os.listdir(saved / last))
     evaluated = run_main(*common, "evaluate=True", f"checkpoint_path={saved}")
     assert evaluated.returncode == 0 and "Loading model from" in evaluated.stderr, evaluated.stderr[-3000:]
+    resumed = run_main(*common, "t_max=450", "test_interval=200", "resume=True", f"checkpoint_path={saved}")
+    assert resumed.returncode == 0 and "Resumed at t_env" in resumed.stderr, resumed.stderr[-3000:]
 
 
 def test_finds_the_optimum_of_the_nonmonotonic_matrix_game():
