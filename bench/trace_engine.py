@@ -3,13 +3,13 @@
 Usage (from the repository root):
     python bench/trace_engine.py --baseline REV [--maps 3m corridor ...] [--steps 400] [--seed 1]
 
-Plays every map with a uniformly random policy and with SMAC's heuristic (env_args
-heuristic_ai=True) on this tree and on git revision REV (its src/ unpacked with git archive,
-run in a subprocess), recording after every env step each unit's position, health, shield,
-weapon cooldown and target, and compares the two records exactly. Prints, per map and policy,
-"identical" or the first step at which they differ and by how much. Exits with status 1 when
-any trajectory differs. For a change meant to be a pure speed-up: the fidelity figures of REV
-then hold for this tree too.
+Plays every map (a SMAC map, or a SMACv2 scenario by name such as protoss_5_vs_5) with a uniformly
+random policy and with SMAC's heuristic (env_args heuristic_ai=True) on this tree and on git revision
+REV (its src/ unpacked with git archive, run in a subprocess), recording after every env step each
+unit's position, health, shield, weapon cooldown and target, and compares the two records exactly.
+Prints, per map and policy, "identical" or the first step at which they differ and by how much. Exits
+with status 1 when any trajectory differs. For a change meant to be a pure speed-up: the fidelity
+figures of REV then hold for this tree too.
 """
 import argparse
 import os
@@ -80,7 +80,9 @@ def first_difference(a: np.ndarray, b: np.ndarray) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", metavar="REV", help="git revision to compare this tree with")
-    parser.add_argument("--maps", nargs="+", default=list(DEFAULT_MAPS))
+    parser.add_argument("--maps", nargs="+", default=list(DEFAULT_MAPS),
+                        help="SMAC maps or SMACv2 scenarios (protoss_5_vs_5, zerg_10_vs_11, ...); "
+                             f"default: {' '.join(DEFAULT_MAPS)}")
     parser.add_argument("--steps", type=int, default=400, help="env steps per map and policy")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--src", help=argparse.SUPPRESS)  # internal: record this src/ tree

@@ -13,8 +13,8 @@ import sys
 from conftest import SRC
 
 # After the warm-up: SMACv2 battles of the three races at sizes down to one enemy (one-row enemy tables),
-# the engine driven directly with orders of either layout, and the walkability of a whole army (the warm-up
-# checks single points only, while placing units).
+# the engine driven directly with orders of either layout in battles of one and of three colliding pairs,
+# and the walkability of a whole army (the warm-up checks single points only, while placing units).
 SCRIPT = """
 import numpy as np
 from numba.core.registry import CPUDispatcher
@@ -22,7 +22,7 @@ import importlib, pkgutil
 import envs.starcraft.game as game
 from envs.starcraft.interface.warmup import compile_builtin_loops
 from envs.starcraft.interface.starcraft2_v2 import StarCraftCapabilityEnvWrapper
-from envs.starcraft.game.engine import ORDER_KEEP, BuiltinEngine
+from envs.starcraft.game.engine import ORDER_MOVE, BuiltinEngine
 from envs.starcraft.game.teams import RACE_UNITS, Team
 
 compile_builtin_loops()
@@ -40,14 +40,18 @@ for race, allies, enemies in (("protoss", 5, 5), ("terran", 3, 1), ("zerg", 2, 3
             env.reset()
     env.close()
 engine = BuiltinEngine("10gen_terran", seed=0)
-for allies in ([("medivac", (20.0, 16.0)), ("marine", (4.0, 16.0))], [("marine", (20.0, 16.0))] * 2):
+# One ground pair that can collide (an air medivac beside; a lone marine) and three (two marines): the
+# engine's pair lists were contiguous for one pair only until it made them so.
+for allies in ([("medivac", (20.0, 16.0)), ("marine", (20.0, 14.0))], [("marine", (20.0, 16.0))] * 2,
+               [("marine", (20.0, 16.0))]):
     engine.reset(Team(*zip(*allies), ("marauder",), ((24.0, 16.0),)))
     n = engine.n_allies
-    contiguous = (np.full(n, ORDER_KEEP), np.zeros(n), np.zeros(n), np.full(n, -1))
+    contiguous = (np.full(n, ORDER_MOVE), np.full(n, 24.0), np.full(n, 16.0), np.full(n, -1))
     columns = np.zeros((n, 4))  # [allies, (kind, x, y, target)]: orders as columns of one array
-    columns[:, 0], columns[:, 3] = ORDER_KEEP, -1
+    columns[:] = ORDER_MOVE, 24.0, 16.0, -1
     for orders in (contiguous, (columns[:, 0].astype(int), columns[:, 1], columns[:, 2], columns[:, 3].astype(int))):
-        engine.step(*orders)
+        for _ in range(3):  # walk into the marauder, so that the collision solver runs
+            engine.step(*orders)
     engine._walkable(engine._z)  # the whole army's walkability, as tests check where units stand
 twice = []
 for info in pkgutil.iter_modules(game.__path__):

@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import SRC
 
 STARCRAFT = "envs.starcraft"
@@ -149,12 +151,24 @@ def test_the_pre_split_path_of_the_ahead_of_time_compile_still_works():
     assert old_path is compile_builtin_loops
 
 
-def test_the_pre_split_backend_module_still_offers_every_name_of_the_new_one():
+# The public names of envs/starcraft/backend.py before the split (commit b7ef166).
+PRE_SPLIT_BACKEND_NAMES = (
+    "BACKENDS", "BUILTIN_SOURCES", "GEN_MAPS", "GEN_MAP_FILE", "INSTALL_SCRIPT", "SMACV2_SCENARIOS", "GameRestarted",
+    "builtin_sources_digest", "compile_builtin_loops", "fallback_line", "installed_by_launcher", "is_gen_map",
+    "make_engine", "map_file_stem", "sc2_available", "sc2_install_dir", "sc2_missing", "select_backend",
+    "smac_map_file",
+)
+
+
+def test_the_pre_split_backend_module_still_offers_every_name_it_had_and_every_name_of_the_new_one():
     from envs.starcraft import backend as old_module
     from envs.starcraft.interface import backend as new_module
 
+    assert [name for name in PRE_SPLIT_BACKEND_NAMES if not hasattr(old_module, name)] == []
     names = [name for name in vars(new_module) if not name.startswith("__")]
     assert [name for name in names if getattr(old_module, name) is not getattr(new_module, name)] == []
+    with pytest.raises(AttributeError, match="has no attribute 'make_engines'"):
+        old_module.make_engines
 
 
 def test_importing_a_layer_loads_no_layer_above_it():
@@ -170,5 +184,6 @@ def test_importing_a_layer_loads_no_layer_above_it():
         script.append(f"loaded += [m for m in sys.modules if m.startswith({above!r})] if {above!r} else []")
     script.append("print(sorted(set(loaded)))")
     result = subprocess.run([sys.executable, "-c", "\n".join(script)], cwd=SRC, capture_output=True, text=True,
-                            check=True)
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip() == "[]"

@@ -323,9 +323,10 @@ def test_no_gradient_crosses_a_20_step_boundary(network):
 
 # --- runs ---------------------------------------------------------------------------------------------
 
-def test_runs_from_the_command_line_saves_and_evaluates(tmp_path):
+def test_runs_from_the_command_line_saves_evaluates_and_resumes(tmp_path):
     """On the small stag hunt (episodes up to 25 steps: the 20-step truncation applies), then the saved
-    checkpoint evaluated, its normalisation statistics loaded, and the run resumed from it."""
+    checkpoint evaluated, its normalisation statistics loaded, and the run resumed from it to its new t_max
+    (its final checkpoint shows how far it got)."""
     common = ["--config=mappo_smacv2", "--env-config=small_stag_hunt", "with", "use_cuda=False",
               f"local_results_path={tmp_path}", "test_nepisode=8", "rnn_hidden_dim=16"]
     proc = run_main(*common, "t_max=250", "test_interval=200", "save_model=True",
@@ -339,8 +340,12 @@ def test_runs_from_the_command_line_saves_and_evaluates(tmp_path):
         os.listdir(saved / last))
     evaluated = run_main(*common, "evaluate=True", f"checkpoint_path={saved}")
     assert evaluated.returncode == 0 and "Loading model from" in evaluated.stderr, evaluated.stderr[-3000:]
-    resumed = run_main(*common, "t_max=450", "test_interval=200", "resume=True", f"checkpoint_path={saved}")
-    assert resumed.returncode == 0 and "Resumed at t_env" in resumed.stderr, resumed.stderr[-3000:]
+    resumed = run_main(*common, "t_max=450", "test_interval=200", "resume=True", f"checkpoint_path={saved}",
+                       "save_model=True", "save_model_interval=1000")
+    assert resumed.returncode == 0 and f"Resumed at t_env {last}," in resumed.stderr, resumed.stderr[-3000:]
+    models = tmp_path / "models"
+    final = max(int(step) for token in os.listdir(models) for step in os.listdir(models / token))
+    assert final > 450
 
 
 def test_finds_the_optimum_of_the_nonmonotonic_matrix_game():

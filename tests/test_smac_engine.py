@@ -236,6 +236,8 @@ def test_bad_orders_are_rejected():
     engine.reset()
     with pytest.raises(ValueError, match="one order per ally"):
         engine.step(np.zeros(2, dtype=np.int8), np.zeros(2), np.zeros(2), np.zeros(2))
+    with pytest.raises(ValueError, match=r"one order per ally \(3\), got tx of shape \(\)"):
+        engine.step(np.zeros(3, dtype=np.int8), 0.0, np.zeros(3), np.zeros(3))
     with pytest.raises(ValueError, match="order kinds must be 0..4"):
         engine.step(np.full(3, 7, dtype=np.int8), np.zeros(3), np.zeros(3), np.zeros(3))
     with pytest.raises(ValueError, match="targets must be unit indices 0..5"):

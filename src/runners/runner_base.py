@@ -17,6 +17,7 @@ import torch as th
 
 from components.episode_buffer import EpisodeBatch
 from envs import REGISTRY as env_REGISTRY
+from utils.run_index import rounded_test_nepisode
 from utils.threads import torch_threads
 
 # Torch threads while acting. The agent network runs on a few dozen rows per step, too little
@@ -274,7 +275,7 @@ class BatchRunner:
         self.train_stats = EpisodeStats()
         self.test_stats = EpisodeStats()
         self.log_train_stats_t = -args.runner_log_interval  # log after the first run
-        self.n_test_episodes = max(1, args.test_nepisode // self.batch_size) * self.batch_size
+        self.n_test_episodes = rounded_test_nepisode(args.test_nepisode, self.batch_size)
         self.envs = None  # set by subclasses
         self.env_info = None  # set by subclasses once their envs exist
         self.new_batch = None

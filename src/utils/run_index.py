@@ -95,8 +95,9 @@ TEST_METRICS = ("test_battle_won_mean", "test_return_mean", "test_total_return_m
 
 
 def rounded_test_nepisode(test_nepisode: int, batch_size_run: int) -> int:
-    """The greedy test episodes a run plays per test: test_nepisode rounded down to whole parallel runs of
-    batch_size_run episodes, at least one run (PyMARL2's args_sanity_check; 100 on 8 envs plays 96)."""
+    """The test episodes a run plays per test (greedy or sampled, as its action selector tests): test_nepisode
+    rounded down to whole parallel runs of batch_size_run episodes, at least one run (PyMARL2's
+    args_sanity_check; 100 on 8 envs plays 96)."""
     return max(batch_size_run, test_nepisode // batch_size_run * batch_size_run)
 
 

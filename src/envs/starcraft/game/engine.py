@@ -610,19 +610,24 @@ class BuiltinEngine:
     # ------------------------------------------------------------------ step
     def step(self, kind: np.ndarray, tx: np.ndarray, ty: np.ndarray, target: np.ndarray) -> Units:
         """Issue one order per ally (engine ally order), then advance step_mul game loops."""
-        # Contiguous whatever the caller passed (the env passes columns of one array): the compiled loops are
-        # specialised on memory layout, and a second layout would compile them all again (about 10 s).
-        self._issue(np.ascontiguousarray(kind, dtype=np.int64), np.ascontiguousarray(tx, dtype=np.float64),
-                    np.ascontiguousarray(ty, dtype=np.float64), np.ascontiguousarray(target, dtype=np.int64))
+        self._issue(self._order_column(kind, np.int64, "kind"), self._order_column(tx, np.float64, "tx"),
+                    self._order_column(ty, np.float64, "ty"), self._order_column(target, np.int64, "target"))
         self.last_attacks = []
         for _ in range(self.step_mul // self._tick_loops):
             self._tick(self._tick_loops)
         return self.units
 
+    def _order_column(self, values, dtype, name: str) -> np.ndarray:
+        """One field of the allies' orders as a contiguous [allies] array, whatever the caller passed (the
+        env's target points are rows of a Fortran-ordered [2, allies] array, strided views): the compiled loops are specialised on memory layout, and a second
+        layout would compile them all again (about 10 s). The shape is checked as passed, so that a scalar is
+        refused even when there is one ally."""
+        column = np.asarray(values, dtype=dtype)
+        if column.shape != (self.n_allies,):
+            raise ValueError(f"step expects one order per ally ({self.n_allies}), got {name} of shape {column.shape}")
+        return np.ascontiguousarray(column)
+
     def _issue(self, kind: np.ndarray, tx: np.ndarray, ty: np.ndarray, target: np.ndarray) -> None:
-        na = self.n_allies
-        if kind.shape != (na,):
-            raise ValueError(f"step expects one order per ally ({na}), got kind of shape {kind.shape}")
         wrong = orders.issue(kind, tx, ty, target, self.n, self.units.alive, _MODE_OF_ORDER,
                              self._mode, self._point, self._z, self._target)
         if wrong == orders.BAD_KIND:
