@@ -172,9 +172,10 @@ def short(step: int) -> str:
 
 
 def cell(values: list[float | None]) -> str:
-    """'mean (seed, seed, ...)' over the seeds that have a value ('-' for one that has none)."""
+    """'mean (seed, seed, ...)', '-' for a seed without a value and for the mean of seeds not all having one
+    (a mean of some seeds would pass for all of them)."""
     known = [value for value in values if value is not None]
-    mean = f"{sum(known) / len(known):.2f}" if known else "-"
+    mean = f"{sum(known) / len(known):.2f}" if known and len(known) == len(values) else "-"
     return f"{mean} ({', '.join('-' if value is None else f'{value:.2f}' for value in values)})"
 
 

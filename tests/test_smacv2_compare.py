@@ -118,6 +118,14 @@ def test_the_table_places_each_seed_against_the_games_range_under_each_observati
         "0.80 (0.80) | 1 above [0.300, 0.600] |"]
 
 
+def test_a_mean_is_shown_only_where_every_seed_has_a_value():
+    sys.path.insert(0, os.path.join(REPO, "scripts"))
+    from smacv2_compare import cell
+
+    assert cell([0.2, 0.4]) == "0.30 (0.20, 0.40)"
+    assert cell([None, 0.12, None]) == "- (-, 0.12, -)"
+
+
 def test_a_pickle_naming_anything_else_is_refused_in_one_line(tmp_path):
     pkl = tmp_path / "evil.pkl"
     pkl.write_bytes(pickle.dumps({"x": os.getcwd}))  # would call any function it names
