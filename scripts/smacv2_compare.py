@@ -21,6 +21,16 @@ rule with env_args.hide_only_unobserved_enemies=True and prob_obs_enemy=1.0 (tes
 Each cell is the mean over seeds and, in brackets, each seed's value: the test win rate logged at the
 first test at or after the step, and the mean of the tests within the window. The last column places
 each marlkit seed's window mean against the range of SMACv2's seeds there (below, inside or above).
+
+    python scripts/smacv2_compare.py RUN_DIR ... --published PKL --batch-steps
+
+prints instead what the test steps tell of each run's batch of parallel episodes, so that a published
+curve's number of envs (`batch_size_run`, which SMACv2's file does not record) can be read from it beside
+marlkit's runs of known envs. A PyMARL-style loop tests right after its first batch, and then after the
+first batch that takes it `test_interval` steps past the previous test: the first test's step is the env
+steps of the first batch (random play, so similar across simulators), and a test's overshoot of the
+interval is below one batch's steps. SMACv2's file keeps only some tests, so an overshoot is read only
+between tests one interval apart, and a first step only where it is below the interval.
 """
 import argparse
 import os
@@ -171,12 +181,12 @@ def short(step: int) -> str:
     return f"{step:,}"
 
 
-def cell(values: list[float | None]) -> str:
+def cell(values: list[float | None], form: str = "{:.2f}") -> str:
     """'mean (seed, seed, ...)', '-' for a seed without a value and for the mean of seeds not all having one
     (a mean of some seeds would pass for all of them)."""
     known = [value for value in values if value is not None]
-    mean = f"{sum(known) / len(known):.2f}" if known and len(known) == len(values) else "-"
-    return f"{mean} ({', '.join('-' if value is None else f'{value:.2f}' for value in values)})"
+    mean = form.format(sum(known) / len(known)) if known and len(known) == len(values) else "-"
+    return f"{mean} ({', '.join('-' if value is None else form.format(value) for value in values)})"
 
 
 def placement(ours: list[float | None], game: list[float | None]) -> str:
@@ -190,6 +200,36 @@ def placement(ours: list[float | None], game: list[float | None]) -> str:
         counts["below" if value < low else "above" if value > high else "inside"] += 1
     found = ", ".join(f"{n} {where}" for where, n in counts.items() if n)
     return f"{found or 'no value'} [{low:.3f}, {high:.3f}]"
+
+
+def batch_evidence(steps: np.ndarray, interval: int) -> tuple[int | None, int | None]:
+    """(the first test's step if it is the run's first test, the largest overshoot of `interval` between
+    tests one interval apart) of one run's test steps; None where the steps do not tell."""
+    gaps = np.diff(steps)
+    overshoots = gaps[(gaps >= interval) & (gaps < 2 * interval)] - interval
+    first = int(steps[0]) if steps.size and steps[0] < interval else None
+    return first, (int(overshoots.max()) if overshoots.size else None)
+
+
+def batch_table(folders: list[str], published: dict, published_interval: int) -> list[str]:
+    """The --batch-steps lines: per scenario and algorithm, SMACv2's seeds then marlkit's, grouped by envs."""
+    ours: dict[tuple[str, str], dict[int, list[tuple[int | None, int | None]]]] = {}
+    for (scenario, name), runs in seed_groups(folders).items():
+        for config, info in runs:
+            steps = np.asarray(info.get(f"{WIN_RATE}_T", []), dtype=np.int64)
+            by_envs = ours.setdefault((scenario, ALGORITHMS.get(name, name)), {})
+            by_envs.setdefault(config["batch_size_run"], []).append(batch_evidence(steps, config["test_interval"]))
+    lines = ["| scenario | algorithm | source | parallel envs | seeds | first test's step (the first batch) | "
+             "largest overshoot of the test interval (under one batch) |", "|---" * 7 + "|"]
+    for scenario, algorithm in sorted(ours):
+        rows = [("StarCraft II (SMACv2's file)", "not recorded",
+                 [batch_evidence(steps, published_interval) for steps, _ in published.get(scenario, {}).get(algorithm, [])])]
+        rows += [("marlkit", str(envs), evidence) for envs, evidence in sorted(ours[(scenario, algorithm)].items())]
+        for source, envs, evidence in rows:
+            firsts, overshoots = ([run[i] for run in evidence] for i in (0, 1))
+            lines.append(f"| {scenario} | {algorithm} | {source} | {envs} | {len(evidence)} | "
+                         f"{cell(firsts, '{:.0f}')} | {cell(overshoots, '{:.0f}')} |")
+    return lines
 
 
 def observation_rule(config: dict) -> str:
@@ -251,6 +291,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--published", required=True, metavar="PKL", help="SMACv2's smac2_training_results.pkl")
     parser.add_argument("--at", nargs="+", type=int, default=[100_000, 200_000, 500_000, 1_000_000], metavar="STEP")
     parser.add_argument("--window", nargs=2, type=int, default=[800_000, 1_000_000], metavar=("START", "END"))
+    parser.add_argument("--batch-steps", action="store_true",
+                        help="what the test steps tell of each run's batch of parallel episodes (see above)")
+    parser.add_argument("--published-interval", type=int, default=10_000, metavar="STEPS",
+                        help="the test_interval of SMACv2's runs (PyMARL2's sc2.yaml and benellis3/mappo: 10000)")
     args = parser.parse_args(argv)
     if min(args.at) < 0 or not 0 <= args.window[0] <= args.window[1]:
         parser.error("--at takes env steps (non-negative); --window START END with START <= END")
@@ -259,11 +303,14 @@ def main(argv: list[str]) -> int:
         folders = run_folders(args.paths)
         if not folders:
             raise ValueError(f"no sacred run folder (config.json, run.json, info.json) under {', '.join(args.paths)}")
-        ours = our_curves(folders)
+        if args.batch_steps:
+            lines = batch_table(folders, published, args.published_interval)
+        else:
+            lines = table(our_curves(folders), published, args.at, tuple(args.window))
     except (OSError, ValueError) as error:
         print(f"smacv2_compare.py: error: {error}", file=sys.stderr)
         return 1
-    print("\n".join(table(ours, published, args.at, tuple(args.window))))
+    print("\n".join(lines))
     return 0
 
 

@@ -183,3 +183,23 @@ def test_smacv2s_own_file_reads_with_its_published_qmix_values(tmp_path):
 def test_the_test_episodes_are_test_nepisode_in_whole_parallel_runs(test_nepisode, batch_size_run, played):
     """What the table's label counts, as run.py's args_sanity_check rounds it (PyMARL2's rule)."""
     assert rounded_test_nepisode(test_nepisode, batch_size_run) == played
+
+
+def test_batch_steps_read_the_first_batch_and_the_overshoot_of_the_test_interval(tmp_path, monkeypatch):
+    """The published seeds' envs are not recorded: the steps of their first test and the largest overshoot of
+    the interval (read only between tests one interval apart) stand beside marlkit's runs of known envs."""
+    pkl = str(tmp_path / "results.pkl")
+    # Seed A: its first test is kept (250), overshoots 50 and 200; the 20,400 gap spans a dropped test.
+    # Seed B: its first kept test is past the interval, so its first batch is unknown; overshoot 90.
+    write_published(pkl, {"protoss_5_vs_5": {"QMIX": [([250, 10300, 30700, 40900], [0.0] * 4),
+                                                      ([10500, 20590], [0.0] * 2)]}}, monkeypatch)
+    for seed, envs, steps in [(1, 4, [240, 1300, 2310]), (2, 8, [500, 1700, 2900])]:
+        config = {**smacv2_run("protoss_5_vs_5", seed, f"run{seed}"), "batch_size_run": envs, "test_interval": 1000}
+        write_run(str(tmp_path / "runs" / str(seed)), config,
+                  {"test_battle_won_mean": [0.0] * 3, "test_battle_won_mean_T": steps})
+    proc = compare(str(tmp_path / "runs"), "--published", pkl, "--batch-steps")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[2:] == [
+        "| protoss_5_vs_5 | QMIX | StarCraft II (SMACv2's file) | not recorded | 2 | - (250, -) | 145 (200, 90) |",
+        "| protoss_5_vs_5 | QMIX | marlkit | 4 | 1 | 240 (240) | 60 (60) |",
+        "| protoss_5_vs_5 | QMIX | marlkit | 8 | 1 | 500 (500) | 200 (200) |"]
