@@ -192,3 +192,9 @@ def test_mean_refuses_to_pool_runs_of_different_simulator_sources(tmp_path):
         (tmp_path / str(seed) / "cout.txt").write_text(f"SMAC engine: builtin, sources sha256 {digest}\n")
     proc = table(str(tmp_path), "--at", "50000", "--mean")
     assert proc.returncode == 1 and "differ in simulator sources ('aaaa11112222' against 'bbbb33334444')" in proc.stderr
+
+
+def test_runs_differing_only_in_torch_threads_pool_as_seeds(tmp_path):
+    """A seed batch's runs train on 1 thread, a run alone on all cores: the same setting (float sums' order)."""
+    proc = mean_of(tmp_path / "threads", zoo_run(0, learner_threads=1), zoo_run(1, learner_threads=0))
+    assert proc.returncode == 0 and "| 3m | qatten | 0, 1 | 0.38 (0.50, 0.25) |" in proc.stdout, proc.stderr
