@@ -202,6 +202,11 @@ def placement(ours: list[float | None], game: list[float | None]) -> str:
     return f"{found or 'no value'} [{low:.3f}, {high:.3f}]"
 
 
+def test_steps(info: dict) -> np.ndarray:
+    """The env steps of a marlkit run's tests, from its info.json."""
+    return np.asarray(info.get(f"{WIN_RATE}_T", []), dtype=np.int64)
+
+
 def batch_evidence(steps: np.ndarray, interval: int) -> tuple[int | None, int | None]:
     """(the first test's step if it is the run's first test, the largest overshoot of `interval` between
     tests one interval apart) of one run's test steps; None where the steps do not tell."""
@@ -216,9 +221,8 @@ def batch_table(folders: list[str], published: dict, published_interval: int) ->
     ours: dict[tuple[str, str], dict[int, list[tuple[int | None, int | None]]]] = {}
     for (scenario, name), runs in seed_groups(folders).items():
         for config, info in runs:
-            steps = np.asarray(info.get(f"{WIN_RATE}_T", []), dtype=np.int64)
             by_envs = ours.setdefault((scenario, ALGORITHMS.get(name, name)), {})
-            by_envs.setdefault(config["batch_size_run"], []).append(batch_evidence(steps, config["test_interval"]))
+            by_envs.setdefault(config["batch_size_run"], []).append(batch_evidence(test_steps(info), config["test_interval"]))
     lines = ["| scenario | algorithm | source | parallel envs | seeds | first test's step (the first batch) | "
              "largest overshoot of the test interval (under one batch) |", "|---" * 7 + "|"]
     for scenario, algorithm in sorted(ours):
@@ -252,8 +256,7 @@ def our_curves(folders: list[str]) -> dict[tuple[str, str, str], tuple[list[str]
     found = {}
     for (scenario, algorithm, rule), runs in groups.items():
         check_one_setting([config for config, _ in runs], f"the {algorithm} runs on {scenario} ({rule})")
-        curves = [(np.asarray(info.get(f"{WIN_RATE}_T", []), dtype=np.int64),
-                   np.asarray(info.get(WIN_RATE, []), dtype=np.float64)) for _, info in runs]
+        curves = [(test_steps(info), np.asarray(info.get(WIN_RATE, []), dtype=np.float64)) for _, info in runs]
         setting = runs[0][0]  # (the group's runs share it)
         episodes = rounded_test_nepisode(setting["test_nepisode"], setting["batch_size_run"])
         found[(scenario, algorithm, rule)] = ([str(config.get("seed")) for config, _ in runs], curves, episodes)
@@ -296,8 +299,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--published-interval", type=int, default=10_000, metavar="STEPS",
                         help="the test_interval of SMACv2's runs (PyMARL2's sc2.yaml and benellis3/mappo: 10000)")
     args = parser.parse_args(argv)
-    if min(args.at) < 0 or not 0 <= args.window[0] <= args.window[1]:
-        parser.error("--at takes env steps (non-negative); --window START END with START <= END")
+    if min(args.at) < 0 or not 0 <= args.window[0] <= args.window[1] or args.published_interval <= 0:
+        parser.error("--at takes env steps (non-negative); --window START END with START <= END; "
+                     "--published-interval a positive step count")
     try:
         published = read_published(args.published)
         folders = run_folders(args.paths)
