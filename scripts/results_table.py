@@ -22,7 +22,8 @@ curves of the folders before it, gives the values.
 
 --at STEP ... --mean prints one row per map and algorithm instead (the run's name, less the
 `_seed<seed>` that src/sweep.py adds): the mean over its seeds at each STEP, with each seed's value.
-The runs of a row must differ in nothing but what identifies a run (PER_RUN_KEYS), and must have
+The runs of a row must differ in nothing but what identifies a run or only orders its float sums
+(PER_RUN_KEYS: torch's thread count), and must have
 played the same simulator sources (where their kept cout.txt names them): a row that would pool
 other settings is refused, naming the key. A key that a run recorded before it existed lacks counts
 as default.yaml's value for it (see same_setting).

@@ -30,7 +30,8 @@ marlkit's runs of known envs. A PyMARL-style loop tests right after its first ba
 first batch that takes it `test_interval` steps past the previous test: the first test's step is the env
 steps of the first batch (random play, so similar across simulators), and a test's overshoot of the
 interval is below one batch's steps. SMACv2's file keeps only some tests, so an overshoot is read only
-between tests one interval apart, and a first step only where it is below the interval.
+between tests one interval apart, and a first step only where it is below the interval; its curves are
+read up to the last test of marlkit's runs of the scenario, so that both cover the same steps.
 """
 import argparse
 import os
@@ -216,22 +217,38 @@ def batch_evidence(steps: np.ndarray, interval: int) -> tuple[int | None, int | 
     return first, (int(overshoots.max()) if overshoots.size else None)
 
 
+def run_setting(config: dict, key: str, where: str):
+    """A setting every PyMARL-style run records; ValueError naming the run where a config lacks it."""
+    if key not in config:
+        raise ValueError(f"{where}: its config.json has no {key!r}; pass marlkit's own training runs")
+    return config[key]
+
+
 def batch_table(folders: list[str], published: dict, published_interval: int) -> list[str]:
-    """The --batch-steps lines: per scenario and algorithm, SMACv2's seeds then marlkit's, grouped by envs."""
-    ours: dict[tuple[str, str], dict[int, list[tuple[int | None, int | None]]]] = {}
+    """The --batch-steps lines: per scenario and algorithm, SMACv2's seeds then marlkit's, grouped by envs.
+    SMACv2's curves are read only up to the last test of marlkit's runs beside them: its 10M-step runs
+    would otherwise offer overshoots from ten times as many tests."""
+    ours: dict[tuple[str, str], dict[int, list[tuple[str, np.ndarray, int]]]] = {}
     for (scenario, name), runs in seed_groups(folders).items():
         for config, info in runs:
+            where = f"the {name} run on {scenario} with seed {config.get('seed')}"
+            envs, interval = (run_setting(config, key, where) for key in ("batch_size_run", "test_interval"))
             by_envs = ours.setdefault((scenario, ALGORITHMS.get(name, name)), {})
-            by_envs.setdefault(config["batch_size_run"], []).append(batch_evidence(test_steps(info), config["test_interval"]))
-    lines = ["| scenario | algorithm | source | parallel envs | seeds | first test's step (the first batch) | "
+            by_envs.setdefault(envs, []).append((str(config.get("seed")), test_steps(info), interval))
+    lines = ["| scenario | algorithm | source | parallel envs | runs (seeds) | first test's step (the first batch) | "
              "largest overshoot of the test interval (under one batch) |", "|---" * 7 + "|"]
     for scenario, algorithm in sorted(ours):
-        rows = [("StarCraft II (SMACv2's file)", "not recorded",
-                 [batch_evidence(steps, published_interval) for steps, _ in published.get(scenario, {}).get(algorithm, [])])]
-        rows += [("marlkit", str(envs), evidence) for envs, evidence in sorted(ours[(scenario, algorithm)].items())]
-        for source, envs, evidence in rows:
+        groups = ours[(scenario, algorithm)]
+        last = max((int(steps.max()) for runs in groups.values() for _, steps, _ in runs if steps.size), default=0)
+        game = [steps[steps <= last] for steps, _ in published.get(scenario, {}).get(algorithm, [])]
+        rows = [("StarCraft II (SMACv2's file)", "not recorded", str(len(game)) if game else "none in the file",
+                 [batch_evidence(steps, published_interval) for steps in game])]
+        rows += [("marlkit", str(envs), f"{len(runs)} ({', '.join(seed for seed, _, _ in runs)})",
+                  [batch_evidence(steps, interval) for _, steps, interval in runs])
+                 for envs, runs in sorted(groups.items())]
+        for source, envs, runs, evidence in rows:
             firsts, overshoots = ([run[i] for run in evidence] for i in (0, 1))
-            lines.append(f"| {scenario} | {algorithm} | {source} | {envs} | {len(evidence)} | "
+            lines.append(f"| {scenario} | {algorithm} | {source} | {envs} | {runs} | "
                          f"{cell(firsts, '{:.0f}')} | {cell(overshoots, '{:.0f}')} |")
     return lines
 

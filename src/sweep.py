@@ -241,7 +241,8 @@ class Sweep:
         unless one is given."""
         fixed = flatten(updates)
         fixed.update({"save_model": True, "use_tensorboard": True, "local_results_path": self.results})
-        if self.options.batch_seeds:  # what a seed batch trains with: the runs that go alone too
+        if self.options.batch_seeds:  # a batch trains each seed on one thread; a run resumed alone so too
+            # (the thread count orders the training step's float sums)
             fixed["learner_threads"] = 1
         if "save_model_interval" not in fixed:
             fixed["save_model_interval"] = max(1, int(self.config["t_max"]) // 10)

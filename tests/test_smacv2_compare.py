@@ -191,15 +191,33 @@ def test_batch_steps_read_the_first_batch_and_the_overshoot_of_the_test_interval
     pkl = str(tmp_path / "results.pkl")
     # Seed A: its first test is kept (250), overshoots 50 and 200; the 20,400 gap spans a dropped test.
     # Seed B: its first kept test is past the interval, so its first batch is unknown; overshoot 90.
-    write_published(pkl, {"protoss_5_vs_5": {"QMIX": [([250, 10300, 30700, 40900], [0.0] * 4),
+    # Seed A's overshoot of 900 at 60,900 lies past marlkit's last test (45,000): not read.
+    write_published(pkl, {"protoss_5_vs_5": {"QMIX": [([250, 10300, 30700, 40900, 50000, 60900], [0.0] * 6),
                                                       ([10500, 20590], [0.0] * 2)]}}, monkeypatch)
-    for seed, envs, steps in [(1, 4, [240, 1300, 2310]), (2, 8, [500, 1700, 2900])]:
+    for seed, envs, steps in [(1, 4, [240, 1300, 2310]), (2, 8, [500, 1700, 2900, 45000])]:
         config = {**smacv2_run("protoss_5_vs_5", seed, f"run{seed}"), "batch_size_run": envs, "test_interval": 1000}
         write_run(str(tmp_path / "runs" / str(seed)), config,
-                  {"test_battle_won_mean": [0.0] * 3, "test_battle_won_mean_T": steps})
+                  {"test_battle_won_mean": [0.0] * len(steps), "test_battle_won_mean_T": steps})
     proc = compare(str(tmp_path / "runs"), "--published", pkl, "--batch-steps")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[2:] == [
         "| protoss_5_vs_5 | QMIX | StarCraft II (SMACv2's file) | not recorded | 2 | - (250, -) | 145 (200, 90) |",
-        "| protoss_5_vs_5 | QMIX | marlkit | 4 | 1 | 240 (240) | 60 (60) |",
-        "| protoss_5_vs_5 | QMIX | marlkit | 8 | 1 | 500 (500) | 200 (200) |"]
+        "| protoss_5_vs_5 | QMIX | marlkit | 4 | 1 (1) | 240 (240) | 60 (60) |",
+        "| protoss_5_vs_5 | QMIX | marlkit | 8 | 1 (2) | 500 (500) | 200 (200) |"]
+
+
+def test_batch_steps_refuse_a_run_without_its_envs_and_say_so_for_a_scenario_not_published(tmp_path, monkeypatch):
+    pkl = str(tmp_path / "results.pkl")
+    write_published(pkl, {"protoss_5_vs_5": {"QMIX": [([250], [0.0])]}}, monkeypatch)
+    config = {**smacv2_run("zerg_5_vs_5", 1, "run1"), "batch_size_run": 4, "test_interval": 1000}
+    write_run(str(tmp_path / "runs" / "1"), config, {"test_battle_won_mean": [0.0], "test_battle_won_mean_T": [240]})
+    proc = compare(str(tmp_path / "runs"), "--published", pkl, "--batch-steps")
+    assert proc.returncode == 0, proc.stderr
+    assert "| zerg_5_vs_5 | QMIX | StarCraft II (SMACv2's file) | not recorded | none in the file |" in proc.stdout
+    del config["test_interval"]
+    write_run(str(tmp_path / "runs" / "2"), {**config, "seed": 2, "unique_token": "run2"}, {"test_battle_won_mean": [0.0], "test_battle_won_mean_T": [240]})
+    proc = compare(str(tmp_path / "runs"), "--published", pkl, "--batch-steps")
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        "smacv2_compare.py: error: the qmix_env=8_adam_td_lambda run on zerg_5_vs_5 with seed 2: its config.json has no 'test_interval'; "
+        "pass marlkit's own training runs"]
