@@ -46,9 +46,10 @@ FINAL_TESTS = 5
 # Config keys that tell one run of a setting from another; --mean pools runs that differ only here.
 PER_RUN_KEYS = ("seed", "env_args.seed", "env_seeds", "unique_token", "name", "local_results_path",
                 "checkpoint_path", "resume", "label", *SEED_BATCH_KEYS,
-                # torch's thread count orders the training step's float sums, nothing more (src/plot.py's
-                # NOT_LEARNING says the same): a seed batch's runs (1 thread) pool with a run alone (all cores)
-                "learner_threads", "tune_learner_threads")
+                # where and on how many threads the training step runs orders its float sums, nothing more
+                # (src/plot.py's NOT_LEARNING says the same): a seed batch's runs (1 thread) pool with a run
+                # alone (all cores), a GPU run with a CPU run; the buffer's device only stores the episodes
+                "learner_threads", "tune_learner_threads", "use_cuda", "buffer_cpu_only")
 DIGEST_LINE = re.compile(r"sources sha256 ([0-9a-f]+)")  # run.py's engine log line in cout.txt
 
 

@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from main_runs import REPO
 
 TABLE = os.path.join(REPO, "scripts", "results_table.py")
@@ -194,7 +196,10 @@ def test_mean_refuses_to_pool_runs_of_different_simulator_sources(tmp_path):
     assert proc.returncode == 1 and "differ in simulator sources ('aaaa11112222' against 'bbbb33334444')" in proc.stderr
 
 
-def test_runs_differing_only_in_torch_threads_pool_as_seeds(tmp_path):
-    """A seed batch's runs train on 1 thread, a run alone on all cores: the same setting (float sums' order)."""
-    proc = mean_of(tmp_path / "threads", zoo_run(0, learner_threads=1), zoo_run(1, learner_threads=0))
+@pytest.mark.parametrize("first, second", [({"learner_threads": 1}, {"learner_threads": 0}),
+                                           ({"use_cuda": True, "buffer_cpu_only": False}, {"use_cuda": False})])
+def test_runs_differing_only_in_where_the_step_runs_pool_as_seeds(tmp_path, first, second):
+    """A seed batch's runs train on 1 thread, a run alone on all cores, a GPU run on the GPU: the same setting
+    (the order of the training step's float sums)."""
+    proc = mean_of(tmp_path / "threads", zoo_run(0, **first), zoo_run(1, **second))
     assert proc.returncode == 0 and "| 3m | qatten | 0, 1 | 0.38 (0.50, 0.25) |" in proc.stdout, proc.stderr
