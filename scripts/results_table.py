@@ -22,10 +22,9 @@ curves of the folders before it, gives the values.
 
 --at STEP ... --mean prints one row per map and algorithm instead (the run's name, less the
 `_seed<seed>` that src/sweep.py adds): the mean over its seeds at each STEP, with each seed's value.
-The runs of a row must differ in nothing but what identifies a run or only orders its float sums
-(PER_RUN_KEYS: torch's thread count), and must have
-played the same simulator sources (where their kept cout.txt names them): a row that would pool
-other settings is refused, naming the key. A key that a run recorded before it existed lacks counts
+The runs of a row must differ in nothing but what identifies a run or where and on how many threads it
+trains (PER_RUN_KEYS), and must have played the same simulator sources (where their kept cout.txt names
+them): a row that would pool other settings is refused, naming the key. A key that a run recorded before it existed lacks counts
 as default.yaml's value for it (see same_setting).
 """
 import re
@@ -46,9 +45,10 @@ FINAL_TESTS = 5
 # Config keys that tell one run of a setting from another; --mean pools runs that differ only here.
 PER_RUN_KEYS = ("seed", "env_args.seed", "env_seeds", "unique_token", "name", "local_results_path",
                 "checkpoint_path", "resume", "label", *SEED_BATCH_KEYS,
-                # where and on how many threads the training step runs orders its float sums, nothing more
-                # (src/plot.py's NOT_LEARNING says the same): a seed batch's runs (1 thread) pool with a run
-                # alone (all cores), a GPU run with a CPU run; the buffer's device only stores the episodes
+                # where and on how many threads a run trains changes its float arithmetic (the order of
+                # sums, a GPU's kernels and random streams), not its setting (src/plot.py's NOT_LEARNING says
+                # the same): a seed batch's runs (1 thread) pool with a run alone (all cores), a GPU run with
+                # a CPU run; the replay buffer's device only stores the episodes
                 "learner_threads", "tune_learner_threads", "use_cuda", "buffer_cpu_only")
 DIGEST_LINE = re.compile(r"sources sha256 ([0-9a-f]+)")  # run.py's engine log line in cout.txt
 

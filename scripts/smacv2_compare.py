@@ -31,7 +31,7 @@ first batch that takes it `test_interval` steps past the previous test: the firs
 steps of the first batch (random play, so similar across simulators), and a test's overshoot of the
 interval is below one batch's steps. SMACv2's file keeps only some tests, so an overshoot is read only
 between tests one interval apart, and a first step only where it is below the interval; its curves are
-read up to the last test of marlkit's runs of the scenario, so that both cover the same steps.
+read up to the last test of marlkit's runs of the scenario and algorithm, so that both cover the same steps.
 """
 import argparse
 import os
@@ -53,6 +53,7 @@ CURRENT_RULE = "SMACv2's current (issue 50)"
 WIN_RATE = "test_battle_won_mean"
 
 Curve = tuple[np.ndarray, np.ndarray]  # (env steps, test win rates) of one seed
+Published = dict[str, dict[str, list[Curve]]]  # {scenario: {algorithm: [one Curve per seed]}}
 
 
 # ---- SMACv2's results file, without pandas ----------------------------------------------------------------
@@ -137,7 +138,7 @@ def _columns(frame: _Pickled) -> dict[str, np.ndarray]:
     return columns
 
 
-def read_published(path: str) -> dict[str, dict[str, list[Curve]]]:
+def read_published(path: str) -> Published:
     """{scenario: {algorithm: [(steps, test win rates) per seed]}} of SMACv2's results file."""
     with open(path, "rb") as f:
         try:
@@ -217,39 +218,48 @@ def batch_evidence(steps: np.ndarray, interval: int) -> tuple[int | None, int | 
     return first, (int(overshoots.max()) if overshoots.size else None)
 
 
-def run_setting(config: dict, key: str, where: str):
+def run_setting(config: dict, key: str, where: str) -> int:
     """A setting every PyMARL-style run records; ValueError naming the run where a config lacks it."""
     if key not in config:
         raise ValueError(f"{where}: its config.json has no {key!r}; pass marlkit's own training runs")
     return config[key]
 
 
-def batch_table(folders: list[str], published: dict, published_interval: int) -> list[str]:
-    """The --batch-steps lines: per scenario and algorithm, SMACv2's seeds then marlkit's, grouped by envs.
-    SMACv2's curves are read only up to the last test of marlkit's runs beside them: its 10M-step runs
-    would otherwise offer overshoots from ten times as many tests."""
-    ours: dict[tuple[str, str], dict[int, list[tuple[str, np.ndarray, int]]]] = {}
+def evidence_cells(evidence: list[tuple[int | None, int | None]]) -> str:
+    """The two evidence cells of a row: its runs' first steps and largest overshoots ('-' for no run)."""
+    if not evidence:
+        return "- | -"
+    firsts, overshoots = [run[0] for run in evidence], [run[1] for run in evidence]
+    return f"{cell(firsts, '{:.0f}')} | {cell(overshoots, '{:.0f}')}"
+
+
+def batch_table(folders: list[str], published: Published, published_interval: int) -> list[str]:
+    """The --batch-steps lines: per scenario and algorithm, SMACv2's seeds, then marlkit's grouped by envs
+    and observation rule. SMACv2's curves are read only up to the last test of marlkit's runs beside them:
+    its 10M-step runs would otherwise offer overshoots from ten times as many tests."""
+    ours: dict[tuple[str, str], dict[tuple[int, str], list[tuple[str, np.ndarray, int]]]] = {}
     for (scenario, name), runs in seed_groups(folders).items():
         for config, info in runs:
-            where = f"the {name} run on {scenario} with seed {config.get('seed')}"
-            envs, interval = (run_setting(config, key, where) for key in ("batch_size_run", "test_interval"))
-            by_envs = ours.setdefault((scenario, ALGORITHMS.get(name, name)), {})
-            by_envs.setdefault(envs, []).append((str(config.get("seed")), test_steps(info), interval))
-    lines = ["| scenario | algorithm | source | parallel envs | runs (seeds) | first test's step (the first batch) | "
-             "largest overshoot of the test interval (under one batch) |", "|---" * 7 + "|"]
+            where = f"the {name} run on {scenario} with seed {config.get('seed')} ({config.get('unique_token')})"
+            envs = run_setting(config, "batch_size_run", where)
+            interval = run_setting(config, "test_interval", where)
+            groups = ours.setdefault((scenario, ALGORITHMS.get(name, name)), {})
+            groups.setdefault((envs, observation_rule(config)), []).append(
+                (str(config.get("seed")), test_steps(info), interval))
+    lines = ["| scenario | algorithm | source | observation rule | parallel envs | runs (seeds) | "
+             "first test's step (the first batch) | largest overshoot of the test interval (under one batch) |",
+             "|---" * 8 + "|"]
     for scenario, algorithm in sorted(ours):
         groups = ours[(scenario, algorithm)]
         last = max((int(steps.max()) for runs in groups.values() for _, steps, _ in runs if steps.size), default=0)
         game = [steps[steps <= last] for steps, _ in published.get(scenario, {}).get(algorithm, [])]
-        rows = [("StarCraft II (SMACv2's file)", "not recorded", str(len(game)) if game else "none in the file",
-                 [batch_evidence(steps, published_interval) for steps in game])]
-        rows += [("marlkit", str(envs), f"{len(runs)} ({', '.join(seed for seed, _, _ in runs)})",
-                  [batch_evidence(steps, interval) for _, steps, interval in runs])
-                 for envs, runs in sorted(groups.items())]
-        for source, envs, runs, evidence in rows:
-            firsts, overshoots = ([run[i] for run in evidence] for i in (0, 1))
-            lines.append(f"| {scenario} | {algorithm} | {source} | {envs} | {runs} | "
-                         f"{cell(firsts, '{:.0f}')} | {cell(overshoots, '{:.0f}')} |")
+        lines.append(f"| {scenario} | {algorithm} | StarCraft II (SMACv2's file) | {PUBLISHED_RULE} | not recorded | "
+                     f"{f'{len(game)} (unseeded)' if game else 'none in the file'} | "
+                     f"{evidence_cells([batch_evidence(steps, published_interval) for steps in game])} |")
+        for (envs, rule), runs in sorted(groups.items()):
+            lines.append(f"| {scenario} | {algorithm} | marlkit | {rule} | {envs} | "
+                         f"{len(runs)} ({', '.join(seed for seed, _, _ in runs)}) | "
+                         f"{evidence_cells([batch_evidence(steps, interval) for _, steps, interval in runs])} |")
     return lines
 
 

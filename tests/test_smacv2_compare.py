@@ -190,20 +190,21 @@ def test_batch_steps_read_the_first_batch_and_the_overshoot_of_the_test_interval
     the interval (read only between tests one interval apart) stand beside marlkit's runs of known envs."""
     pkl = str(tmp_path / "results.pkl")
     # Seed A: its first test is kept (250), overshoots 50 and 200; the 20,400 gap spans a dropped test.
-    # Seed B: its first kept test is past the interval, so its first batch is unknown; overshoot 90.
-    # Seed A's overshoot of 900 at 60,900 lies past marlkit's last test (45,000): not read.
+    # Seed B: its first kept test is past the interval, so its first batch is unknown; overshoots 90 and, at
+    # marlkit's last test (51,600), 500. Seed A's overshoot of 900 at 60,900 lies past it: not read.
     write_published(pkl, {"protoss_5_vs_5": {"QMIX": [([250, 10300, 30700, 40900, 50000, 60900], [0.0] * 6),
-                                                      ([10500, 20590], [0.0] * 2)]}}, monkeypatch)
-    for seed, envs, steps in [(1, 4, [240, 1300, 2310]), (2, 8, [500, 1700, 2900, 45000])]:
+                                                      ([10500, 20590, 41100, 51600], [0.0] * 4)]}}, monkeypatch)
+    for seed, envs, steps in [(1, 4, [240, 1300, 2310]), (2, 8, [500, 1700, 2900, 51600]), (3, 4, [240, 1300, 2310])]:
         config = {**smacv2_run("protoss_5_vs_5", seed, f"run{seed}"), "batch_size_run": envs, "test_interval": 1000}
         write_run(str(tmp_path / "runs" / str(seed)), config,
                   {"test_battle_won_mean": [0.0] * len(steps), "test_battle_won_mean_T": steps})
     proc = compare(str(tmp_path / "runs"), "--published", pkl, "--batch-steps")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[2:] == [
-        "| protoss_5_vs_5 | QMIX | StarCraft II (SMACv2's file) | not recorded | 2 | - (250, -) | 145 (200, 90) |",
-        "| protoss_5_vs_5 | QMIX | marlkit | 4 | 1 (1) | 240 (240) | 60 (60) |",
-        "| protoss_5_vs_5 | QMIX | marlkit | 8 | 1 (2) | 500 (500) | 200 (200) |"]
+        "| protoss_5_vs_5 | QMIX | StarCraft II (SMACv2's file) | SMACv2 of 2023-02 | not recorded | 2 (unseeded) | "
+        "- (250, -) | 350 (200, 500) |",
+        "| protoss_5_vs_5 | QMIX | marlkit | SMACv2's current (issue 50) | 4 | 2 (1, 3) | 240 (240, 240) | 60 (60, 60) |",
+        "| protoss_5_vs_5 | QMIX | marlkit | SMACv2's current (issue 50) | 8 | 1 (2) | 500 (500) | 200 (200) |"]
 
 
 def test_batch_steps_refuse_a_run_without_its_envs_and_say_so_for_a_scenario_not_published(tmp_path, monkeypatch):
@@ -213,11 +214,13 @@ def test_batch_steps_refuse_a_run_without_its_envs_and_say_so_for_a_scenario_not
     write_run(str(tmp_path / "runs" / "1"), config, {"test_battle_won_mean": [0.0], "test_battle_won_mean_T": [240]})
     proc = compare(str(tmp_path / "runs"), "--published", pkl, "--batch-steps")
     assert proc.returncode == 0, proc.stderr
-    assert "| zerg_5_vs_5 | QMIX | StarCraft II (SMACv2's file) | not recorded | none in the file |" in proc.stdout
-    del config["test_interval"]
+    assert ("| zerg_5_vs_5 | QMIX | StarCraft II (SMACv2's file) | SMACv2 of 2023-02 | not recorded | none in the file "
+            "| - | - |") in proc.stdout
+    del config["batch_size_run"]
     write_run(str(tmp_path / "runs" / "2"), {**config, "seed": 2, "unique_token": "run2"}, {"test_battle_won_mean": [0.0], "test_battle_won_mean_T": [240]})
     proc = compare(str(tmp_path / "runs"), "--published", pkl, "--batch-steps")
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
-        "smacv2_compare.py: error: the qmix_env=8_adam_td_lambda run on zerg_5_vs_5 with seed 2: its config.json has no 'test_interval'; "
+        "smacv2_compare.py: error: the qmix_env=8_adam_td_lambda run on zerg_5_vs_5 with seed 2 (run2): its config.json has no "
+        "'batch_size_run'; "
         "pass marlkit's own training runs"]
