@@ -24,8 +24,8 @@ curves of the folders before it, gives the values.
 `_seed<seed>` that src/sweep.py adds): the mean over its seeds at each STEP, with each seed's value.
 The runs of a row must differ in nothing but what identifies a run or where and on how many threads it
 trains (PER_RUN_KEYS), and must have played the same simulator sources (where their kept cout.txt names
-them): a row that would pool other settings is refused, naming the key. A key that a run recorded before it existed lacks counts
-as default.yaml's value for it (see same_setting).
+them): a row that would pool other settings is refused, naming the key. A key that a run recorded
+before it existed lacks counts as default.yaml's value for it (see same_setting).
 """
 import re
 import argparse

@@ -282,10 +282,12 @@ def our_curves(folders: list[str]) -> dict[tuple[str, str, str], tuple[list[str]
             groups.setdefault((scenario, ALGORITHMS[name], observation_rule(config)), []).append((config, info))
     found = {}
     for (scenario, algorithm, rule), runs in groups.items():
-        check_one_setting([config for config, _ in runs], f"the {algorithm} runs on {scenario} ({rule})")
+        where = f"the {algorithm} runs on {scenario} ({rule})"
+        check_one_setting([config for config, _ in runs], where)
         curves = [(test_steps(info), np.asarray(info.get(WIN_RATE, []), dtype=np.float64)) for _, info in runs]
         setting = runs[0][0]  # (the group's runs share it)
-        episodes = rounded_test_nepisode(setting["test_nepisode"], setting["batch_size_run"])
+        episodes = rounded_test_nepisode(run_setting(setting, "test_nepisode", where),
+                                         run_setting(setting, "batch_size_run", where))
         found[(scenario, algorithm, rule)] = ([str(config.get("seed")) for config, _ in runs], curves, episodes)
     return found
 
