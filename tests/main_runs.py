@@ -1,7 +1,9 @@
 """Running `python src/main.py` (through tests/main_server.py, or as a new process) and reading what
 sacred wrote, for end-to-end tests."""
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -25,25 +27,28 @@ class _MainServer:
         self.log = tempfile.TemporaryFile("w+")  # the server's own stderr (what it logs while loading)
 
     def run(self, argv: list, env: dict, timeout: float) -> subprocess.CompletedProcess:
-        if self.process is None or self.process.poll() is not None:
-            self.process = subprocess.Popen([sys.executable, SERVER], cwd=REPO, env=SERVER_ENV, text=True,
-                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
-        self.requests += 1
         with tempfile.TemporaryDirectory() as folder:
             out, err = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
-            request = {"id": self.requests, "argv": list(argv), "env": env, "cwd": REPO, "stdout": out,
-                       "stderr": err, "timeout": timeout}
-            try:
-                reply = self._ask(request)
-            except BaseException:
-                self.process.kill()  # a reply left unread would answer the next request
-                self.process = None
-                raise
+            reply = self.ask({"argv": list(argv), "env": env, "cwd": REPO, "stdout": out, "stderr": err,
+                              "timeout": timeout})
             stdout, stderr = (open(path).read() for path in (out, err))
         command = [sys.executable, MAIN, *argv]
         if reply["returncode"] is None:
             raise subprocess.TimeoutExpired(command, timeout, stdout, stderr)
         return subprocess.CompletedProcess(command, reply["returncode"], stdout, stderr)
+
+    def ask(self, request: dict) -> dict:
+        """The server's reply to `request` (an id added), the server started first if it is not running."""
+        if self.process is None or self.process.poll() is not None:
+            self.process = subprocess.Popen([sys.executable, SERVER], cwd=REPO, env=SERVER_ENV, text=True,
+                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
+        self.requests += 1
+        try:
+            return self._ask({"id": self.requests, **request})
+        except BaseException:
+            self.process.kill()  # a reply left unread would answer the next request
+            self.process = None
+            raise
 
     def _ask(self, request: dict) -> dict:
         self.process.stdin.write(json.dumps(request) + "\n")
@@ -70,6 +75,45 @@ def run_main(*argv: str, timeout: int = 180, fresh: bool = False) -> subprocess.
         return _server.run(argv, env, timeout)
     return subprocess.run([sys.executable, MAIN, *argv], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=timeout)
+
+
+class StartedRun:
+    """A run of main.py started through the server without waiting for it, in a process group of its own
+    (its pid is the group's id), with the part of subprocess.Popen's interface that the tests use."""
+
+    def __init__(self, argv: list, output: str) -> None:
+        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        self.args = [sys.executable, MAIN, *argv]
+        open(output, "w").close()  # there (and empty) from the start, as Popen's stdout file would be
+        self.pid = _server.ask({"argv": list(argv), "env": env, "cwd": REPO, "stdout": output, "stderr": output,
+                                "start": True})["pid"]
+        self.returncode = None
+
+    def send_signal(self, sig: int) -> None:
+        os.kill(self.pid, sig)
+
+    def wait(self, timeout: float) -> int:
+        """Its exit code once it and every process of its group have exited; on a timeout the group is
+        killed and subprocess.TimeoutExpired raised."""
+        if self.returncode is None:
+            code = _server.ask({"wait": self.pid, "timeout": timeout})["returncode"]
+            self.returncode = -signal.SIGKILL if code is None else code
+            if code is None:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+        return self.returncode
+
+    def kill(self) -> None:
+        """Kill its whole group, unless it was waited for already."""
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, signal.SIGKILL)
+            self.wait(timeout=30)
+
+
+def start_main(*argv: str, output: str) -> StartedRun:
+    """`python src/main.py ARGV` (through tests/main_server.py, with single-threaded torch) with its stdout and
+    stderr in the file `output`, not waited for."""
+    return StartedRun(list(argv), str(output))
 
 
 def run_dir(results: str, group: str, name: str, run_id: int) -> str:

@@ -13,8 +13,11 @@ it is imported (torch's OMP_NUM_THREADS, Numba's settings): the server starts wi
 
 Protocol, one JSON line each way on stdin/stdout: {"id", "argv", "env", "cwd", "stdout", "stderr",
 "timeout"} -> {"id", "returncode"} (None when the run, or a process it left behind, outlived its
-timeout and was killed)."""
+timeout and was killed). A request with "start": true is answered at once with {"id", "pid"}, so that
+a test can signal the run (or its process group) meanwhile; {"id", "wait": pid, "timeout"} then waits
+for it and answers {"id", "returncode"}."""
 import atexit
+import contextlib
 import gc
 import importlib
 import json
@@ -54,9 +57,11 @@ def run_child(request: dict) -> None:
     sys.stdin.close()  # the server's requests
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     sys.stdin = os.fdopen(0)
-    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
-        out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.dup2(out, fd)
+    files = {path: os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+             for path in (request["stdout"], request["stderr"])}  # one file when both name it
+    os.dup2(files[request["stdout"]], 1)
+    os.dup2(files[request["stderr"]], 2)
+    for out in files.values():
         os.close(out)
     sys.argv = [MAIN, *request["argv"]]
     try:
@@ -126,15 +131,28 @@ def wait(pid: int, timeout: float):
     return code
 
 
+def start(request: dict) -> int:
+    pid = os.fork()
+    if pid == 0:
+        run_child(request)
+    with contextlib.suppress(ProcessLookupError):  # (the child does it too: whichever runs first)
+        os.setpgid(pid, pid)  # before the pid is answered, so that a signal to its group finds the group
+    return pid
+
+
+def answer(request: dict) -> dict:
+    if "wait" in request:
+        return {"returncode": wait(request["wait"], request["timeout"])}
+    pid = start(request)
+    return {"pid": pid} if request.get("start") else {"returncode": wait(pid, request["timeout"])}
+
+
 def serve() -> None:
     preload()
     requests, replies = sys.stdin, sys.stdout
     for line in requests:
         request = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            run_child(request)
-        replies.write(json.dumps({"id": request["id"], "returncode": wait(pid, request["timeout"])}) + "\n")
+        replies.write(json.dumps({"id": request["id"], **answer(request)}) + "\n")
         replies.flush()
 
 

@@ -14,7 +14,7 @@ import torch as th
 from countdown_env import EPISODE_LIMIT, CountdownEnv, intended_length
 from envs import REGISTRY as env_REGISTRY
 from fault_envs import FaultyCountdownEnv
-from main_runs import MAIN, REPO, read_json, run_dir
+from main_runs import REPO, read_json, run_dir, start_main
 from runners.parallel_runner import EnvWorkerError
 from runners.runner_base import NonFiniteEnvOutput
 from test_runners import HighestAvailableMAC, RecordingLogger, make_args, make_runner
@@ -182,14 +182,11 @@ def test_signal_stops_training_saves_and_leaves_no_process(tmp_path, sig, env_pr
     """A long run is stopped by a signal within seconds: final checkpoint, INTERRUPTED, no child left; the
     same when the signal comes again (`timeout` and a signal to its process group send two)."""
     log_path = tmp_path / "stderr.txt"
-    argv = [sys.executable, MAIN, "--config=qmix", "--env-config=one_step_matrix_game", "with",
-            f"local_results_path={tmp_path}", "batch_size_run=2", f"env_processes={env_processes}", "t_max=10000000",
-            "test_interval=100000", "log_interval=100000", "save_model=True", "save_model_interval=100000000",
-            "use_cuda=False", "rnn_hidden_dim=8", "mixing_embed_dim=8", "hypernet_embed=8", "buffer_size=8",
-            "batch_size=4"]
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = start_main("--config=qmix", "--env-config=one_step_matrix_game", "with", f"local_results_path={tmp_path}",
+                      "batch_size_run=2", f"env_processes={env_processes}", "t_max=10000000", "test_interval=100000",
+                      "log_interval=100000", "save_model=True", "save_model_interval=100000000", "use_cuda=False",
+                      "rnn_hidden_dim=8", "mixing_embed_dim=8", "hypernet_embed=8", "buffer_size=8", "batch_size=4",
+                      output=log_path)
     try:
         deadline = time.monotonic() + 60
         while "Beginning training" not in log_path.read_text() and time.monotonic() < deadline:
@@ -225,17 +222,15 @@ def test_signal_stops_training_saves_and_leaves_no_process(tmp_path, sig, env_pr
 # --- stop signals to the process group, a killed forkserver, a killed main process with a hung worker ----------
 
 def start_training(tmp_path, *extra: str) -> tuple:
-    """main.py on 3m in a session of its own (so the test can signal its whole process group), with 4 env
+    """main.py on 3m in a process group of its own (so the test can signal the whole group), with 4 env
     workers (collecting takes most of its time, as in a real run); returns (process, log path) once
     training has begun."""
     log_path = tmp_path / "stderr.txt"
-    argv = [sys.executable, MAIN, "--config=qmix", "--env-config=sc2", "with", "env_args.map_name=3m",
-            f"local_results_path={tmp_path}", "batch_size_run=4", "env_processes=workers", "test_interval=100000",
-            "log_interval=100000", "save_model=True", "save_model_interval=100000000", "use_cuda=False",
-            "rnn_hidden_dim=8", "mixing_embed_dim=8", "hypernet_embed=8", "buffer_size=16", "batch_size=4", *extra]
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = start_main("--config=qmix", "--env-config=sc2", "with", "env_args.map_name=3m", f"local_results_path={tmp_path}",
+                      "batch_size_run=4", "env_processes=workers", "test_interval=100000", "log_interval=100000",
+                      "save_model=True", "save_model_interval=100000000", "use_cuda=False", "rnn_hidden_dim=8",
+                      "mixing_embed_dim=8", "hypernet_embed=8", "buffer_size=16", "batch_size=4", *extra,
+                      output=log_path)
     deadline = time.monotonic() + 60
     while "Beginning training" not in log_path.read_text() and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -326,17 +321,21 @@ def test_a_killed_main_process_leaves_no_process_even_with_a_hung_worker(how):
         proc.kill()
 
 
-def test_a_stop_signal_gives_up_on_a_hung_worker_within_seconds(capsys):
+def test_a_stop_signal_gives_up_on_a_hung_worker_within_seconds(capsys, monkeypatch):
     import threading
+    from runners import parallel_runner
     from utils.stop import StoppedWaiting, StopSignals
+    # 1 s instead of 5 for the grace and for closing the hung worker: the same path with less waiting
+    monkeypatch.setattr(parallel_runner, "STOP_GRACE_S", 1.0)
+    monkeypatch.setattr(parallel_runner, "_CLOSE_TIMEOUT_S", 1.0)
     runner = make_runner(faulty_args(timeout_s=600, fault="hang", fault_step=2, fault_seeds=[BASE_SEED + 1]))
     try:
         with StopSignals():
             threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
             start = time.monotonic()
-            with pytest.raises(StoppedWaiting, match="env worker 1 did not answer within 5 s of SIGINT"):
+            with pytest.raises(StoppedWaiting, match="env worker 1 did not answer within 1 s of SIGINT"):
                 runner.run(test_mode=False)
             assert time.monotonic() - start < 15
     finally:
         runner.close_env()
-    assert "SIGINT: waiting at most 5 s for env worker 1 (seed 5) to answer" in capsys.readouterr().out
+    assert "SIGINT: waiting at most 1 s for env worker 1 (seed 5) to answer" in capsys.readouterr().out

@@ -12,7 +12,7 @@ import pytest
 
 import plot
 from main import build_config
-from main_runs import MAIN, REPO, read_json, run_dir, run_main
+from main_runs import REPO, read_json, run_dir, run_main, start_main
 from run.seed_batch import check_seeds
 
 NAME = "qmix_env=8_adam_td_lambda"  # algs/qmix.yaml's run name
@@ -135,15 +135,12 @@ def test_a_batch_too_large_for_the_memory_stops_at_its_first_run(tmp_path):
 
 
 def start_batch(tmp_path, *extra: str) -> tuple:
-    """`seeds=[1,2]` of QMIX on the null env (3m's shapes) as a new process logging to tmp_path/output.txt,
+    """`seeds=[1,2]` of QMIX on the null env (3m's shapes), started logging to tmp_path/output.txt,
     with the `extra` overrides; returns (process, log path) once both seeds are a second into training."""
     log_path = tmp_path / "output.txt"
-    argv = [sys.executable, MAIN, "--config=qmix", "--env-config=null", "with", "env_args.map_name=3m",
-            "seeds=[1,2]", "batch_size=8", "buffer_size=16", "test_interval=100000",
-            f"local_results_path={tmp_path}", *extra]
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(argv, cwd=REPO, env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=log,
-                                stderr=subprocess.STDOUT)
+    proc = start_main("--config=qmix", "--env-config=null", "with", "env_args.map_name=3m", "seeds=[1,2]",
+                      "batch_size=8", "buffer_size=16", "test_interval=100000", f"local_results_path={tmp_path}",
+                      *extra, output=log_path)
     deadline = time.monotonic() + 90
     while log_path.read_text().count("Beginning training") < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -229,12 +226,9 @@ def test_a_stop_while_a_later_seed_sets_up_saves_the_started_seeds_and_names_the
     """SIGTERM while seed 2 fills its replay buffer (seed 3 not started yet): seeds 1 and 2 stop and save,
     seed 3 is named as not started, the process waits for them all and exits 143."""
     log_path = tmp_path / "output.txt"
-    argv = [sys.executable, MAIN, *SMALL[:4], "seeds=[1,2,3]", "t_max=10000000", "batch_size=256",
-            "buffer_size=256", "test_interval=100000", "save_model=True", "save_model_interval=100000000",
-            f"local_results_path={tmp_path}"]
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(argv, cwd=REPO, env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=log,
-                                stderr=subprocess.STDOUT)
+    proc = start_main(*SMALL[:4], "seeds=[1,2,3]", "t_max=10000000", "batch_size=256", "buffer_size=256",
+                      "test_interval=100000", "save_model=True", "save_model_interval=100000000",
+                      f"local_results_path={tmp_path}", output=log_path)
     try:
         deadline = time.monotonic() + 90
         while "seed 2 | Beginning training" not in log_path.read_text() and time.monotonic() < deadline:

@@ -101,12 +101,18 @@ def test_sweep_runs_every_point_and_seed_as_a_main_run(local_sweep):
     assert "done 4/4" in stdout and "left 0" in stdout
 
 
-def test_batch_seeds_runs_each_points_seeds_in_one_process_as_the_same_runs(tmp_path):
+# On a local Ray instance (the executor takes main.py processes as they come, batched or not; the local
+# executor runs the sweep of local_sweep); on the local executor in the slow set.
+@pytest.mark.parametrize("executor", [["--ray", "local"], pytest.param([], marks=pytest.mark.slow)])
+def test_batch_seeds_runs_each_points_seeds_in_one_process_as_the_same_runs(tmp_path, executor):
     """--batch-seeds: one main.py per point (seeds=[0,1]), whose runs are recorded, named and found again
     exactly as the runs of a sweep without it."""
+    if executor:
+        pytest.importorskip("ray")
     results = str(tmp_path)
-    proc = run_sweep(results, *GRID, "--batch-seeds", "--max-parallel", "2")
+    proc = run_sweep(results, *GRID, "--batch-seeds", "--max-parallel", "2", *executor, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert manifest(results)["executor"].startswith("ray:local" if executor else "local")
     assert sacred_runs(results) == [os.path.join(name, "1") for name in sorted(NAMES)]
     batch_ids = set()
     for name in NAMES:
@@ -119,7 +125,7 @@ def test_batch_seeds_runs_each_points_seeds_in_one_process_as_the_same_runs(tmp_
     assert len(batch_ids) == 2  # one process per point
     assert "starting: qmix_eps20_seed0, qmix_eps20_seed1 (one process, seeds side by side)" in proc.stdout
     assert all(run["state"] == "completed" for run in manifest(results)["runs"])
-    again = run_sweep(results, *GRID, "--batch-seeds", "--max-parallel", "2")
+    again = run_sweep(results, *GRID, "--batch-seeds", "--max-parallel", "2", *executor, timeout=240)
     assert again.returncode == 0 and "0 to run" in again.stdout
 
 
@@ -203,18 +209,6 @@ def test_shipped_run_is_merged_with_the_next_free_run_id(local_sweep, tmp_path):
     assert os.listdir(os.path.join(target, "tb_logs")) == [shipped_token]
     found = sweep.matching_runs(os.path.join(target, "sacred", GROUP, name), {"name": name})
     assert sweep.saved_models(target, found) == os.path.join(target, "models", shipped_token)
-
-
-def test_sweep_on_a_local_ray_instance(tmp_path):
-    pytest.importorskip("ray")
-    results = str(tmp_path)
-    proc = run_sweep(results, "--config=qmix", "--env-config=one_step_matrix_game", "--grid",
-                     "epsilon_anneal_time=20", "--seeds", "2", "--max-parallel", "2", "--ray", "local", timeout=240)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert sacred_runs(results) == ["qmix_eps20_seed0/1", "qmix_eps20_seed1/1"]
-    data = manifest(results)
-    assert data["executor"].startswith("ray:local")
-    assert [run["state"] for run in data["runs"]] == ["completed", "completed"]
 
 
 def test_interrupted_run_is_resumed_end_to_end(local_sweep, tmp_path):
