@@ -53,6 +53,7 @@ from runners.runner_base import env_seeds  # noqa: E402
 from utils.config_check import UsageError, env_arg_kinds, normalise_file, normalise_overrides, range_error  # noqa: E402
 from utils.logging import get_logger, set_thread_label  # noqa: E402
 from utils.run_index import flatten, run_kind  # noqa: E402
+from utils.sacred_git import ask_git_once_per_repository  # noqa: E402
 from utils.stop import CommandSignals, StopSignals, ignore_stop_signals  # noqa: E402
 from utils.th_utils import resolve_train_precision  # noqa: E402
 
@@ -75,6 +76,7 @@ SMACV2_ENVS = tuple(env for env in STARCRAFT_ENVS if env != "sc2")
 SETTINGS.CAPTURE_MODE = "sys"
 
 logger = get_logger()
+ask_git_once_per_repository()  # the same record, one git query instead of one per source file
 ex = Experiment("pymarl")
 ex.logger = logger
 ex.captured_out_filter = apply_backspaces_and_linefeeds
