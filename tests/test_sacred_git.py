@@ -30,8 +30,9 @@ def repositories(tmp_path):
 
 @pytest.fixture
 def counted(monkeypatch) -> list:
-    """sacred's own query, each call recorded."""
-    original = sacred.dependencies.get_commit_if_possible
+    """sacred's own query, each call recorded (sacred's, not main.py's install of it when a test imported main)."""
+    query = sacred.dependencies.get_commit_if_possible
+    original = getattr(query, "__wrapped__", query)
     calls = []
 
     def counting(filename, save_git_info):
