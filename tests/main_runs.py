@@ -79,7 +79,9 @@ def run_main(*argv: str, timeout: int = 180, fresh: bool = False) -> subprocess.
 
 class StartedRun:
     """A run of main.py started through the server without waiting for it, in a process group of its own
-    (its pid is the group's id), with the part of subprocess.Popen's interface that the tests use."""
+    (its pid is the group's id), with the part of subprocess.Popen's interface that the tests use. Unlike
+    Popen's, its wait lasts until every process left in its group has exited too, and a timeout kills the
+    group."""
 
     def __init__(self, argv: list, output: str) -> None:
         env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
@@ -87,15 +89,17 @@ class StartedRun:
         open(output, "w").close()  # there (and empty) from the start, as Popen's stdout file would be
         self.pid = _server.ask({"argv": list(argv), "env": env, "cwd": REPO, "stdout": output, "stderr": output,
                                 "start": True})["pid"]
+        self.server = _server.process  # only this server can wait for it
         self.returncode = None
 
     def send_signal(self, sig: int) -> None:
-        os.kill(self.pid, sig)
+        if self.returncode is None:  # (a pid that was waited for may be another process's by now)
+            os.kill(self.pid, sig)
 
     def wait(self, timeout: float) -> int:
-        """Its exit code once it and every process of its group have exited; on a timeout the group is
-        killed and subprocess.TimeoutExpired raised."""
         if self.returncode is None:
+            if _server.process is not self.server:
+                raise RuntimeError(f"tests/main_server.py was restarted: run {self.pid} cannot be waited for")
             code = _server.ask({"wait": self.pid, "timeout": timeout})["returncode"]
             self.returncode = -signal.SIGKILL if code is None else code
             if code is None:
@@ -103,17 +107,25 @@ class StartedRun:
         return self.returncode
 
     def kill(self) -> None:
-        """Kill its whole group, unless it was waited for already."""
+        """Kill its whole group, unless it was waited for already (and reap it, if its server still runs)."""
         if self.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.pid, signal.SIGKILL)
-            self.wait(timeout=30)
+            if _server.process is self.server:
+                self.wait(timeout=30)
+            self.returncode = -signal.SIGKILL
 
 
-def start_main(*argv: str, output: str) -> StartedRun:
-    """`python src/main.py ARGV` (through tests/main_server.py, with single-threaded torch) with its stdout and
-    stderr in the file `output`, not waited for."""
-    return StartedRun(list(argv), str(output))
+def start_main(*argv: str, output, fresh: bool = False) -> StartedRun | subprocess.Popen:
+    """`python src/main.py ARGV` with single-threaded torch, its stdout and stderr in the file `output`, in a
+    process group of its own, not waited for: through tests/main_server.py, or with fresh=True as a new
+    process (a real interpreter's start-up and shutdown)."""
+    if not fresh:
+        return StartedRun(list(argv), str(output))
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    with open(output, "w") as out:
+        return subprocess.Popen([sys.executable, MAIN, *argv], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
 
 
 def run_dir(results: str, group: str, name: str, run_id: int) -> str:

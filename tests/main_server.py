@@ -87,8 +87,8 @@ def group_alive(pid: int) -> bool:
     """Whether a process of the child's process group (its env workers, their forkserver) still runs.
 
     A zombie does not count: it has exited, and closed whatever it held of the run's output. The run leaves
-    GitPython's `git cat-file` processes (sacred reads the repository's state with them) to the system's
-    reaper, which in some containers reaps every 2 s; a process-group signal test would wait for them."""
+    GitPython's `git cat-file` process (sacred reads the repository's state with it) to the system's
+    reaper, which in some containers reaps every 2 s; a process-group signal test would wait for it."""
     if not os.path.isdir("/proc"):  # (no /proc: the signal test, zombies included)
         try:
             os.killpg(pid, 0)

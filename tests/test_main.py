@@ -3,9 +3,10 @@ import os
 import re
 
 import pytest
+import sacred.dependencies
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from main_runs import read_json, run_dir, run_main
+from main_runs import MAIN, read_json, run_dir, run_main
 
 SEED = 7
 # Tiny networks and buffers: these runs check the wiring, not learning.
@@ -46,6 +47,17 @@ def test_training_run_records_config_and_stats(parallel_training):
     assert episodes["T"] == info["test_return_mean_T"] and set(episodes) == {"T", "return"}
     assert [len(returns) for returns in episodes["return"]] == [2, 2, 2]
     assert [sum(r) / 2 for r in episodes["return"]] == pytest.approx(info["test_return_mean"], abs=1e-4)
+
+
+def test_the_git_record_is_sacreds_own(parallel_training):
+    """main.py asks git once per repository (utils/sacred_git.py): each source's record is what sacred's own
+    query answers for it."""
+    query = sacred.dependencies.get_commit_if_possible
+    url, commit, dirty = getattr(query, "__wrapped__", query)(MAIN, True)
+    experiment = read_json(parallel_training, "run.json")["experiment"]
+    assert len(experiment["sources"]) > 10
+    expected = [] if url is None else [{"url": url, "commit": commit, "dirty": dirty}] * len(experiment["sources"])
+    assert experiment["repositories"] == expected
 
 
 def test_tensorboard_scalars_match_sacred(parallel_training, results):

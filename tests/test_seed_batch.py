@@ -144,6 +144,9 @@ def start_batch(tmp_path, *extra: str) -> tuple:
     deadline = time.monotonic() + 90
     while log_path.read_text().count("Beginning training") < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
+    if log_path.read_text().count("Beginning training") < 2:
+        proc.kill()
+        raise AssertionError(f"both seeds did not begin training within 90 s:\n{log_path.read_text()[-3000:]}")
     time.sleep(1.0)
     return proc, log_path
 

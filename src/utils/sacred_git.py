@@ -15,7 +15,9 @@ import sacred.dependencies
 
 def repository_root(filename: str) -> str | None:
     """The nearest folder above `filename` that holds a `.git` (a folder, or a file in a worktree or a
-    submodule), as GitPython's parent-directory search finds it; None outside a repository."""
+    submodule), as GitPython's parent-directory search finds it; None outside a repository. (GitPython also
+    takes a folder that is itself a bare repository, and expands `$VARS` in the path: neither occurs for
+    source files in a checkout, and the key only groups files, the answer is still GitPython's.)"""
     folder = os.path.dirname(os.path.abspath(filename))
     while True:
         if os.path.exists(os.path.join(folder, ".git")):
@@ -27,9 +29,10 @@ def repository_root(filename: str) -> str | None:
 
 
 def ask_git_once_per_repository() -> None:
-    """Make sacred's per-file git query answer each repository from its first answer. Each call starts
-    with no answers (a process that executes main.py again, as the tests' run server does, asks git
-    again)."""
+    """Make sacred's per-file git query answer each repository from its first answer, for the rest of the
+    process (main.py calls this as it is imported, before it creates its Experiment). Each call starts
+    with no answers and wraps sacred's own query, not an earlier install: a process that executes main.py
+    again, as the tests' run server does, asks git again."""
     original: Callable = getattr(sacred.dependencies.get_commit_if_possible, "__wrapped__",
                                  sacred.dependencies.get_commit_if_possible)
     answers = {}
