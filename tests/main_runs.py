@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAIN = os.path.join(REPO, "src", "main.py")
@@ -15,7 +16,12 @@ SERVER = os.path.join(REPO, "tests", "main_server.py")
 
 # The environment the tests started with (before any test's monkeypatching): the server's, so that
 # what libraries read from it when imported is the same for every run.
-SERVER_ENV = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+def one_thread_env() -> dict:
+    """This process's environment with single-threaded torch (the suite runs on 2 cores)."""
+    return dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+
+
+SERVER_ENV = one_thread_env()
 
 
 class _MainServer:
@@ -70,7 +76,7 @@ def run_main(*argv: str, timeout: int = 180, fresh: bool = False) -> subprocess.
     """One training/evaluation run with single-threaded torch (the suite runs on 2 cores): by default
     through tests/main_server.py, which saves the interpreter's start-up; with fresh=True as a new
     `python src/main.py` process."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    env = one_thread_env()
     if not fresh:
         return _server.run(argv, env, timeout)
     return subprocess.run([sys.executable, MAIN, *argv], cwd=REPO, env=env, capture_output=True,
@@ -84,7 +90,7 @@ class StartedRun:
     group."""
 
     def __init__(self, argv: list, output: str) -> None:
-        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        env = one_thread_env()
         self.args = [sys.executable, MAIN, *argv]
         open(output, "w").close()  # there (and empty) from the start, as Popen's stdout file would be
         self.pid = _server.ask({"argv": list(argv), "env": env, "cwd": REPO, "stdout": output, "stderr": output,
@@ -122,10 +128,22 @@ def start_main(*argv: str, output, fresh: bool = False) -> StartedRun | subproce
     process (a real interpreter's start-up and shutdown)."""
     if not fresh:
         return StartedRun(list(argv), str(output))
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     with open(output, "w") as out:
-        return subprocess.Popen([sys.executable, MAIN, *argv], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        return subprocess.Popen([sys.executable, MAIN, *argv], cwd=REPO, env=one_thread_env(), stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def wait_until_training(proc, log_path, runs: int, timeout_s: float) -> None:
+    """Return once `runs` runs of a started main.py (the seeds of a batch) log "Beginning training", and a
+    second more; kill it and fail, with its log's end, if that takes longer than timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while log_path.read_text().count("Beginning training") < runs and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if log_path.read_text().count("Beginning training") < runs:
+        proc.kill()
+        raise AssertionError(f"{runs} run(s) did not begin training within {timeout_s:g} s:\n"
+                             f"{log_path.read_text()[-3000:]}")
+    time.sleep(1.0)
 
 
 def run_dir(results: str, group: str, name: str, run_id: int) -> str:

@@ -15,7 +15,7 @@ import torch as th
 from countdown_env import EPISODE_LIMIT, CountdownEnv, intended_length
 from envs import REGISTRY as env_REGISTRY
 from fault_envs import FaultyCountdownEnv
-from main_runs import REPO, read_json, run_dir, start_main
+from main_runs import REPO, read_json, run_dir, start_main, wait_until_training
 from runners.parallel_runner import EnvWorkerError
 from runners.runner_base import NonFiniteEnvOutput
 from test_runners import HighestAvailableMAC, RecordingLogger, make_args, make_runner
@@ -241,18 +241,12 @@ def start_training(tmp_path, *extra: str) -> tuple:
     workers (collecting takes most of its time, as in a real run); returns (process, log path) once
     training has begun."""
     log_path = tmp_path / "stderr.txt"
-    proc = start_main("--config=qmix", "--env-config=sc2", "with", "env_args.map_name=3m", f"local_results_path={tmp_path}",
-                      "batch_size_run=4", "env_processes=workers", "test_interval=100000", "log_interval=100000",
+    proc = start_main("--config=qmix", "--env-config=sc2", "with", "env_args.map_name=3m",
+                      f"local_results_path={tmp_path}", "batch_size_run=4", "env_processes=workers", "test_interval=100000", "log_interval=100000",
                       "save_model=True", "save_model_interval=100000000", "use_cuda=False", "rnn_hidden_dim=8",
                       "mixing_embed_dim=8", "hypernet_embed=8", "buffer_size=16", "batch_size=4", *extra,
                       output=log_path)
-    deadline = time.monotonic() + 60
-    while "Beginning training" not in log_path.read_text() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if "Beginning training" not in log_path.read_text():
-        proc.kill()
-        raise AssertionError(f"training did not begin within 60 s:\n{log_path.read_text()[-3000:]}")
-    time.sleep(1.0)
+    wait_until_training(proc, log_path, runs=1, timeout_s=60)
     return proc, log_path
 
 

@@ -12,7 +12,7 @@ import pytest
 
 import plot
 from main import build_config
-from main_runs import REPO, read_json, run_dir, run_main, start_main
+from main_runs import REPO, read_json, run_dir, run_main, start_main, wait_until_training
 from run.seed_batch import check_seeds
 
 NAME = "qmix_env=8_adam_td_lambda"  # algs/qmix.yaml's run name
@@ -141,13 +141,7 @@ def start_batch(tmp_path, *extra: str) -> tuple:
     proc = start_main("--config=qmix", "--env-config=null", "with", "env_args.map_name=3m", "seeds=[1,2]",
                       "batch_size=8", "buffer_size=16", "test_interval=100000", f"local_results_path={tmp_path}",
                       *extra, output=log_path)
-    deadline = time.monotonic() + 90
-    while log_path.read_text().count("Beginning training") < 2 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if log_path.read_text().count("Beginning training") < 2:
-        proc.kill()
-        raise AssertionError(f"both seeds did not begin training within 90 s:\n{log_path.read_text()[-3000:]}")
-    time.sleep(1.0)
+    wait_until_training(proc, log_path, runs=2, timeout_s=90)
     return proc, log_path
 
 
